@@ -1,0 +1,245 @@
+"""The hardware model: every number the simulator uses, with its unit and its provenance.
+
+A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_bytes``, ``_gbps``
+= GB/s, ``_cycles``, ``_us``, ``_ghz``). Each preset records, per field, where the number came from:
+
+* ``datasheet``  — published by the vendor (product pages, white papers);
+* ``vendor-config`` — the SoC configuration files that ship with CANN;
+* ``assumed``    — nobody publishes it: a plausible guess, labelled so the learner knows;
+* ``fitted``     — least-squares fitted to published measurements (see :mod:`npu_lab.fit`);
+* ``convention`` — a modelling choice rather than a measurement.
+
+The presets: ``ascend-910b2`` and ``ascend-310p3`` (DESIGN.md §3). A custom chip comes from JSON
+(:meth:`HardwareSpec.from_json`) or from a what-if change of a preset (:meth:`HardwareSpec.replace`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+PROVENANCE_KINDS = ("datasheet", "vendor-config", "assumed", "fitted", "convention")
+
+# Per-field unit and one-line meaning: the table view and the docs read this.
+FIELD_DOCS: dict[str, tuple[str, str]] = {
+    "vector_cores": ("cores", "cores that run a vector (AIV) kernel"),
+    "cube_cores": ("cores", "cores that run a cube (AIC) kernel"),
+    "clock_ghz": ("GHz", "AI core clock"),
+    "ub_bytes": ("bytes", "Unified Buffer per vector core"),
+    "l1_bytes": ("bytes", "L1 buffer per cube core"),
+    "l0a_bytes": ("bytes", "L0A (left matrix) per cube core"),
+    "l0b_bytes": ("bytes", "L0B (right matrix) per cube core"),
+    "l0c_bytes": ("bytes", "L0C (accumulator) per cube core"),
+    "l2_bytes": ("bytes", "on-chip L2 cache, shared"),
+    "hbm_bandwidth_gbps": ("GB/s", "HBM bandwidth of the whole chip"),
+    "core_dma_bandwidth_gbps": ("GB/s", "peak DMA (MTE2/MTE3) bandwidth one core can draw"),
+    "dma_latency_cycles": ("cycles", "fixed cost of one DMA transfer before data flows"),
+    "block_bytes": ("bytes", "DMA granule: UB transfers move whole 32-byte blocks"),
+    "vector_repeat_bytes": ("bytes", "bytes one vector repeat processes (8 blocks x 32 B)"),
+    "max_repeat": ("repeats", "largest repeat count one vector instruction takes"),
+    "vector_issue_cycles": ("cycles", "start-up cost of every vector instruction"),
+    "vector_cycles_per_repeat": ("cycles", "per repeat: add, mul, max, compare, select, copy"),
+    "vector_div_cycles_per_repeat": ("cycles", "per repeat: divide"),
+    "vector_exp_cycles_per_repeat": ("cycles", "per repeat: exact exp"),
+    "vector_reduce_cycles_per_repeat": ("cycles", "per repeat: reduce_max / reduce_sum"),
+    "vector_sort_cycles_per_repeat": ("cycles", "per repeat: sort32 / mrg_sort"),
+    "scalar_op_cycles": ("cycles", "one scalar register operation (add, compare, branch)"),
+    "scalar_ub_access_cycles": ("cycles", "one scalar read or write of a UB value"),
+    "scalar_issue_cycles": ("cycles", "scalar-unit cost to issue one instruction to another pipe"),
+    "cube_fractal_cycles": ("cycles", "one 16x16x16 fp16 fractal MMAD on a cube core"),
+    "launch_overhead_us": ("us", "fixed cost of one kernel launch (host + task scheduler)"),
+    "block_dispatch_us": ("us", "time the task scheduler needs to hand one block to a core"),
+}
+
+_INT_FIELDS = {
+    "vector_cores", "cube_cores", "ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
+    "l2_bytes", "block_bytes", "vector_repeat_bytes", "max_repeat",
+}
+
+
+class HardwareSpecError(ValueError):
+    """An invalid hardware description (the message says which field and what would be valid)."""
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """Every number the simulator uses for one chip. Units are in the field names.
+
+    ``provenance`` maps a field name to ``(kind, note)`` where kind is one of
+    :data:`PROVENANCE_KINDS`. Costs derived from the spec (cycles per DMA, per vector repeat) are
+    computed by the simulator, never typed into kernels.
+    """
+
+    name: str
+    vector_cores: int
+    cube_cores: int
+    clock_ghz: float
+    ub_bytes: int
+    l1_bytes: int
+    l0a_bytes: int
+    l0b_bytes: int
+    l0c_bytes: int
+    l2_bytes: int
+    hbm_bandwidth_gbps: float
+    core_dma_bandwidth_gbps: float
+    dma_latency_cycles: float
+    block_bytes: int
+    vector_repeat_bytes: int
+    max_repeat: int
+    vector_issue_cycles: float
+    vector_cycles_per_repeat: float
+    vector_div_cycles_per_repeat: float
+    vector_exp_cycles_per_repeat: float
+    vector_reduce_cycles_per_repeat: float
+    vector_sort_cycles_per_repeat: float
+    scalar_op_cycles: float
+    scalar_ub_access_cycles: float
+    scalar_issue_cycles: float
+    cube_fractal_cycles: float
+    launch_overhead_us: float
+    block_dispatch_us: float
+    description: str = ""
+    provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # ---- derived quantities -------------------------------------------------------------
+    @property
+    def cycles_per_us(self) -> float:
+        return self.clock_ghz * 1e3
+
+    def us_to_cycles(self, us: float) -> float:
+        return us * self.cycles_per_us
+
+    def cycles_to_us(self, cycles: float) -> float:
+        return cycles / self.cycles_per_us
+
+    def bytes_per_cycle(self, bandwidth_gbps: float) -> float:
+        """GB/s divided by G cycles/s gives bytes per cycle."""
+        return bandwidth_gbps / self.clock_ghz
+
+    def cores(self, core_type: str = "vector") -> int:
+        if core_type == "vector":
+            return self.vector_cores
+        if core_type == "cube":
+            return self.cube_cores
+        raise ValueError(f"core_type must be 'vector' or 'cube', got {core_type!r}")
+
+    @property
+    def vector_elements_per_repeat_fp32(self) -> int:
+        return self.vector_repeat_bytes // 4
+
+    # ---- what-if, JSON, table -----------------------------------------------------------
+    def replace(self, *, provenance_note: str = "what-if change", **changes: Any) -> "HardwareSpec":
+        """A copy with some fields changed; changed fields are labelled ``assumed`` (or keep a
+        provenance given explicitly via ``provenance=``). Unknown field names raise."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise HardwareSpecError(
+                f"unknown HardwareSpec field(s) {unknown}; valid fields: {sorted(FIELD_DOCS)}")
+        prov = dict(self.provenance)
+        if "provenance" not in changes:
+            for key in changes:
+                if key in FIELD_DOCS:
+                    prov[key] = ("assumed", provenance_note)
+            changes["provenance"] = prov
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "provenance"}
+        out["provenance"] = {k: list(v) for k, v in self.provenance.items()}
+        return out
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text + "\n")
+        return text
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "HardwareSpec":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise HardwareSpecError(f"unknown field(s) {unknown} in hardware description; "
+                                    f"valid fields: {sorted(names)}")
+        required = [f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [n for n in required if n not in data]
+        if missing:
+            raise HardwareSpecError(f"hardware description is missing field(s) {missing}; "
+                                    "start from a preset's to_json() and edit it")
+        kwargs = dict(data)
+        prov = kwargs.pop("provenance", {}) or {}
+        kwargs["provenance"] = {k: (str(v[0]), str(v[1]) if len(v) > 1 else "") for k, v in prov.items()}
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, text_or_path: str | Path) -> "HardwareSpec":
+        """Build a spec from a JSON string or a path to a JSON file (the format of to_json)."""
+        candidate = Path(text_or_path) if not str(text_or_path).lstrip().startswith("{") else None
+        text = candidate.read_text() if candidate is not None else str(text_or_path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise HardwareSpecError(f"hardware JSON does not parse: {exc}") from exc
+        return cls.from_dict(data)
+
+    def table(self):
+        """A pandas DataFrame: one row per field with value, unit, meaning, provenance and note."""
+        import pandas as pd
+
+        rows = []
+        for name, (unit, meaning) in FIELD_DOCS.items():
+            kind, note = self.provenance.get(name, ("unspecified", ""))
+            rows.append({"field": name, "value": getattr(self, name), "unit": unit,
+                         "meaning": meaning, "provenance": kind, "note": note})
+        return pd.DataFrame(rows).set_index("field")
+
+
+def _validate(spec: HardwareSpec) -> None:
+    if not isinstance(spec.name, str) or not spec.name:
+        raise HardwareSpecError("name must be a non-empty string")
+    for name in FIELD_DOCS:
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise HardwareSpecError(f"{name} must be a number ({FIELD_DOCS[name][0]}), got {value!r}")
+        if name in _INT_FIELDS and int(value) != value:
+            raise HardwareSpecError(f"{name} must be a whole number, got {value!r}")
+        if not math.isfinite(value):
+            raise HardwareSpecError(f"{name} must be finite, got {value!r}")
+    positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps",
+                "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes"]
+    for name in positive:
+        if getattr(spec, name) <= 0:
+            raise HardwareSpecError(
+                f"{name} must be > 0 ({FIELD_DOCS[name][1]}), got {getattr(spec, name)!r}")
+    for name in FIELD_DOCS:
+        if getattr(spec, name) < 0:
+            raise HardwareSpecError(f"{name} must be >= 0, got {getattr(spec, name)!r}")
+    if spec.ub_bytes < spec.block_bytes:
+        raise HardwareSpecError(
+            f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block; "
+            "a Unified Buffer must hold at least one DMA block (real chips have 192-256 KB)")
+    if spec.vector_repeat_bytes % spec.block_bytes:
+        raise HardwareSpecError(
+            f"vector_repeat_bytes={spec.vector_repeat_bytes} must be a multiple of "
+            f"block_bytes={spec.block_bytes} (a repeat is 8 blocks of 32 B on Ascend)")
+    for key, value in spec.provenance.items():
+        if key not in FIELD_DOCS:
+            raise HardwareSpecError(f"provenance names unknown field {key!r}")
+        if not (isinstance(value, tuple) and len(value) == 2 and value[0] in PROVENANCE_KINDS):
+            raise HardwareSpecError(
+                f"provenance[{key!r}] must be (kind, note) with kind in {PROVENANCE_KINDS}, got {value!r}")
+
+
+def get_preset(name: str) -> HardwareSpec:
+    """Shortcut for :func:`npu_lab.presets.get_preset`."""
+    from .presets import get_preset as _get
+
+    return _get(name)

@@ -1,0 +1,140 @@
+"""The course's first kernel: z = alpha * x + y over a long vector (the "hello world" of
+copy-in → compute → copy-out), in two versions that differ only in ``num_buffers``.
+
+Shapes: x, y, z are float32 [n]. Each block handles ``block_len`` consecutive elements in tiles
+of ``tile_len``. Pipes: MTE2 (load x, y), V (Muls + Add), MTE3 (store z).
+
+With ``num_buffers=1`` the load of tile i+1 must wait until tile i's buffers are freed (after its
+compute), so MTE2 and V take turns. With ``num_buffers=2`` the load of tile i+1 goes into the
+other slot while V works on tile i — double buffering, emerging from the queue rules.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import HardwareSpec
+from ..lang import GlobalTensor, launch, npu_kernel
+from ..presets import get_preset
+
+
+def scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    """alpha * x + y in float32 (numpy)."""
+    return (np.float32(alpha) * np.asarray(x, np.float32) + np.asarray(y, np.float32)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class ScaledAddTiling:
+    """Host-side tiling: total elements, elements per block, elements per tile, buffers."""
+
+    total: int
+    block_len: int
+    tile_len: int
+    num_buffers: int
+
+    FORMAT = "<4i"
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FORMAT, self.total, self.block_len, self.tile_len, self.num_buffers)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> "ScaledAddTiling":
+        if len(data) != struct.calcsize(cls.FORMAT):
+            raise ValueError(f"ScaledAddTiling needs {struct.calcsize(cls.FORMAT)} bytes, got {len(data)}")
+        return cls(*struct.unpack(cls.FORMAT, data))
+
+    @property
+    def block_dim(self) -> int:
+        return -(-self.total // self.block_len)
+
+    def block_range(self, block_idx: int) -> tuple[int, int]:
+        start = block_idx * self.block_len
+        return start, min(self.block_len, self.total - start)
+
+
+def _block_classes(block_dim, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+    t = ScaledAddTiling.unpack(tiling_bytes)
+    lengths = np.full(block_dim, t.block_len)
+    lengths[-1] = t.total - (block_dim - 1) * t.block_len
+    return lengths
+
+
+@npu_kernel(block_classes=_block_classes)
+def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalTensor,
+                      alpha: float, tiling_bytes: bytes):
+    t = ScaledAddTiling.unpack(tiling_bytes)          # the host copied the tiling struct here
+    start, length = t.block_range(ctx.get_block_idx())
+    tile_bytes = t.tile_len * 4
+    x_in = ctx.pipe.init_queue("VECIN", t.num_buffers, tile_bytes, "x_in")
+    y_in = ctx.pipe.init_queue("VECIN", t.num_buffers, tile_bytes, "y_in")
+    z_out = ctx.pipe.init_queue("VECOUT", t.num_buffers, tile_bytes, "z_out")
+    for offset in range(0, length, t.tile_len):
+        n = min(t.tile_len, length - offset)
+        lo, hi = start + offset, start + offset + n
+        # CopyIn: MTE2 fills a free slot, then hands it to V
+        x = x_in.alloc_tensor(np.float32, n)
+        y = y_in.alloc_tensor(np.float32, n)
+        ctx.data_copy(x, x_gm[lo:hi])
+        ctx.data_copy(y, y_gm[lo:hi])
+        x_in.enque(x)
+        y_in.enque(y)
+        # Compute: V waits for the loads, writes an output slot
+        x, y = x_in.deque(), y_in.deque()
+        z = z_out.alloc_tensor(np.float32, n)
+        ctx.muls(z, x, alpha)
+        ctx.add(z, z, y)
+        z_out.enque(z)
+        x_in.free_tensor(x)
+        y_in.free_tensor(y)
+        # CopyOut: MTE3 waits for V, then frees the slot for the next tile
+        z = z_out.deque()
+        ctx.data_copy(z_gm[lo:hi], z)
+        z_out.free_tensor(z)
+
+
+def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910b2",
+               block_dim: int | None = None, tile_len: int = 2048, num_buffers: int = 2,
+               timing_only: bool = False):
+    """Run the kernel; returns ``(z, timeline)`` (z is None in a timing-only run).
+
+    ``x``, ``y``: float32 arrays of equal length n ≥ 1 (or, in a timing-only run, an int n for
+    both). ``block_dim`` defaults to the chip's vector core count (capped by the tile count)."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    if timing_only and isinstance(x, (int, np.integer)):
+        n = int(x)
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        xs = ys = None
+    else:
+        xs, ys = np.asarray(x), np.asarray(y)
+        if xs.ndim != 1 or xs.shape != ys.shape:
+            raise ValueError(f"x and y must be 1-D arrays of the same length; got {xs.shape} and {ys.shape}")
+        if xs.size == 0:
+            raise ValueError("x and y must not be empty")
+        for name, arr in (("x", xs), ("y", ys)):
+            if arr.dtype != np.float32:
+                raise TypeError(f"{name} must be float32, got {arr.dtype}; use arr.astype(np.float32)")
+        n = xs.size
+    if not isinstance(num_buffers, int) or num_buffers not in (1, 2):
+        raise ValueError(f"num_buffers must be 1 (single) or 2 (double buffering), got {num_buffers!r}")
+    if not isinstance(tile_len, int) or tile_len < 8 or tile_len % 8:
+        raise ValueError(f"tile_len must be a multiple of 8 elements (32 bytes) and >= 8, got {tile_len!r}")
+    need = 3 * num_buffers * tile_len * 4
+    if need > hw.ub_bytes:
+        largest = (hw.ub_bytes // (3 * num_buffers * 4)) // 8 * 8
+        raise ValueError(f"tile_len={tile_len} with {num_buffers} buffer(s) needs {need} B of UB "
+                         f"(3 queues); {hw.name} has {hw.ub_bytes} B. Largest tile_len: {largest}")
+    if block_dim is None:
+        block_dim = min(hw.vector_cores, -(-n // tile_len))
+    block_len = -(-n // block_dim)
+    tiling = ScaledAddTiling(n, block_len, tile_len, num_buffers)
+    gm = lambda arr, name, size: (GlobalTensor.empty(size, np.float32, name, timing_only=True)
+                                  if arr is None or timing_only else GlobalTensor.from_array(arr, name))
+    x_gm, y_gm = gm(xs, "x", n), gm(ys, "y", n)
+    z_gm = GlobalTensor.empty(n, np.float32, "z", timing_only=timing_only)
+    timeline = launch(scaled_add_kernel, tiling.block_dim, x_gm, y_gm, z_gm, float(alpha), tiling.pack(),
+                      hw=hw, timing_only=timing_only, name=f"scaled_add(buffers={num_buffers})")
+    return (None if timing_only else z_gm.data.copy()), timeline

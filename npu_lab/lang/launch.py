@@ -1,0 +1,111 @@
+"""Launching a kernel on many cores (DESIGN.md §4.3).
+
+``launch(kernel, block_dim, *args, hw=...)`` runs ``kernel(ctx, *args)`` once per block and
+places the blocks on cores (waves when ``block_dim`` > cores). Launch overhead is paid once; the
+task scheduler's dispatch cost once per block. Cores streaming at once share HBM: each gets
+``min(its own DMA peak, HBM bandwidth / active cores)``. The result is never faster than the
+chip's rooflines (all HBM bytes at full HBM bandwidth; all vector repeats on all cores).
+
+Blocks a kernel declares identical (``@npu_kernel(block_classes=...)``) are simulated once in a
+timing-only run and replicated; a full run simulates every block and checks the claim.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..hardware import HardwareSpec
+from ..presets import get_preset
+from ..sim.core import SimulationError
+from ..sim.schedule import schedule_blocks
+from ..sim.timeline import LaunchRecord, Timeline
+from .context import KernelContext
+
+
+def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
+    """Mark ``fn(ctx, *args)`` as a kernel.
+
+    ``block_classes(block_dim, *args) -> int array`` (optional) labels each block; blocks with
+    equal labels must do identical work (same instructions, same sizes)."""
+    def wrap(f):
+        @functools.wraps(f)
+        def kernel(ctx, *args, **kwargs):
+            return f(ctx, *args, **kwargs)
+        kernel.block_classes = block_classes
+        kernel.core_type = core_type
+        kernel.is_npu_kernel = True
+        return kernel
+    return wrap(fn) if fn is not None else wrap
+
+
+def _check_block_dim(block_dim) -> int:
+    if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
+        raise ValueError(f"block_dim must be a whole number >= 1 (the number of blocks to run), got {block_dim!r}")
+    return int(block_dim)
+
+
+def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2",
+           timing_only: bool = False, name: str | None = None, **kwargs) -> Timeline:
+    """Run ``kernel`` over ``block_dim`` blocks on chip ``hw``; return the Timeline. Outputs are
+    written into the GlobalTensors passed in (left untouched in a timing-only run)."""
+    block_dim = _check_block_dim(block_dim)
+    if isinstance(hw, str):
+        hw = get_preset(hw)
+    if not isinstance(hw, HardwareSpec):
+        raise TypeError(f"hw must be a HardwareSpec or a preset name, got {type(hw).__name__}")
+    if not callable(kernel):
+        raise TypeError("kernel must be a function kernel(ctx, *args)")
+    core_type = getattr(kernel, "core_type", "vector")
+    cores = hw.cores(core_type)
+    if cores < 1:
+        raise ValueError(f"{hw.name} has no {core_type} cores to run this kernel on")
+    active = min(block_dim, cores)
+    per_core_gbps = min(hw.core_dma_bandwidth_gbps, hw.hbm_bandwidth_gbps / active)
+    dma_bpc = hw.bytes_per_cycle(per_core_gbps)
+
+    classifier = getattr(kernel, "block_classes", None)
+    if classifier is not None:
+        labels = np.asarray(classifier(block_dim, *args, **kwargs))
+        if labels.shape != (block_dim,):
+            raise ValueError(f"block_classes returned shape {labels.shape}, expected ({block_dim},)")
+    else:
+        labels = np.arange(block_dim)
+    uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+
+    def run_block(idx: int):
+        ctx = KernelContext(hw, idx, block_dim, core_type=core_type, timing_only=timing_only,
+                            dma_bytes_per_cycle=dma_bpc)
+        kernel(ctx, *args, **kwargs)
+        return ctx.core.finish()
+
+    if timing_only:
+        traces = [run_block(int(i)) for i in first]
+    else:
+        traces = [None] * len(uniq)
+        for idx in range(block_dim):
+            trace = run_block(idx)
+            cls = inverse[idx]
+            if traces[cls] is None:
+                traces[cls] = trace
+            elif not trace.same_work_as(traces[cls]):
+                raise SimulationError(
+                    f"block_classes says blocks {int(first[cls])} and {idx} do identical work, but "
+                    "their timelines differ; fix the kernel's block_classes")
+    durations = np.array([t.duration_cycles for t in traces])[inverse]
+    start, core = schedule_blocks(durations, cores, hw.us_to_cycles(hw.block_dispatch_us))
+
+    counts = np.bincount(inverse, minlength=len(traces))
+    hbm = float(sum((t.hbm_read_bytes + t.hbm_write_bytes) * c for t, c in zip(traces, counts)))
+    repeats = float(sum(t.vector_repeats * c for t, c in zip(traces, counts)))
+    hbm_floor = hbm / hw.bytes_per_cycle(hw.hbm_bandwidth_gbps)
+    vec_floor = repeats * hw.vector_cycles_per_repeat / cores
+    floor, reason = max((hbm_floor, f"HBM roofline: {hbm:.0f} B at {hw.hbm_bandwidth_gbps:.0f} GB/s"),
+                        (vec_floor, f"vector roofline: {repeats:.0f} repeats on {cores} cores"))
+    record = LaunchRecord(
+        name=name or getattr(kernel, "__name__", "kernel"), hw=hw, core_type=core_type,
+        block_dim=block_dim, traces=traces, block_class=inverse.astype(np.int64),
+        block_start=start, block_core=core, overhead_cycles=hw.us_to_cycles(hw.launch_overhead_us),
+        floor_cycles=floor, floor_reason=reason)
+    return Timeline([record])

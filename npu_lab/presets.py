@@ -1,0 +1,148 @@
+"""Chip presets with the provenance of every number (DESIGN.md §3).
+
+``get_preset(name)`` returns a :class:`~npu_lab.hardware.HardwareSpec`; ``list_presets()`` names
+them. The ``article`` preset is the 910B2 with a few fields least-squares fitted to the first
+article's tileS table; it is read from ``data/article_fitted_chip.json`` (regenerate it with
+``python -m npu_lab.kernels.moe_gating.article --write``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .hardware import HardwareSpec
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+_COMMON_ASSUMED = {
+    "core_dma_bandwidth_gbps": ("assumed", "64 B/cycle per core MTE peak; not published"),
+    "dma_latency_cycles": ("assumed", "~0.5 us from issue to first byte; not published"),
+    "vector_issue_cycles": ("assumed", "start-up of a vector instruction; not published"),
+    "vector_cycles_per_repeat": ("assumed", "1 repeat (256 B) per cycle for simple ops"),
+    "vector_div_cycles_per_repeat": ("assumed", "divide is multi-pass; not published"),
+    "vector_exp_cycles_per_repeat": ("assumed", "exp is multi-pass (range reduction + series); not published"),
+    "vector_reduce_cycles_per_repeat": ("assumed", "reduction tree inside a repeat; not published"),
+    "vector_sort_cycles_per_repeat": ("assumed", "Sort32/MrgSort; not published"),
+    "scalar_op_cycles": ("assumed", "in-order scalar core, 1 op per cycle"),
+    "scalar_ub_access_cycles": ("assumed", "scalar load/store to UB goes through the scalar data cache"),
+    "scalar_issue_cycles": ("assumed", "scalar unit pushes one instruction into a pipe queue"),
+    "block_bytes": ("datasheet", "DataCopy moves whole 32-byte blocks"),
+    "vector_repeat_bytes": ("datasheet", "one repeat = 8 blocks x 32 B"),
+    "max_repeat": ("datasheet", "repeat-time field is 8 bits"),
+    "cube_fractal_cycles": ("datasheet", "16x16x16 fp16 MACs per cycle per cube core"),
+    "block_dispatch_us": ("assumed", "task scheduler hands out blocks one at a time; not published"),
+}
+
+_VECTOR_COSTS = dict(
+    core_dma_bandwidth_gbps=None,  # filled per chip: 64 B/cycle x clock
+    dma_latency_cycles=900.0,
+    block_bytes=32,
+    vector_repeat_bytes=256,
+    max_repeat=255,
+    vector_issue_cycles=16.0,
+    vector_cycles_per_repeat=1.0,
+    vector_div_cycles_per_repeat=4.0,
+    vector_exp_cycles_per_repeat=12.0,
+    vector_reduce_cycles_per_repeat=2.0,
+    vector_sort_cycles_per_repeat=8.0,
+    scalar_op_cycles=1.0,
+    scalar_ub_access_cycles=10.0,
+    scalar_issue_cycles=2.0,
+    cube_fractal_cycles=1.0,
+    block_dispatch_us=0.1,
+)
+
+
+def _costs(clock_ghz: float) -> dict:
+    costs = dict(_VECTOR_COSTS)
+    costs["core_dma_bandwidth_gbps"] = 64 * clock_ghz
+    return costs
+
+
+def ascend_910b2() -> HardwareSpec:
+    prov = dict(_COMMON_ASSUMED)
+    prov.update({
+        "vector_cores": ("vendor-config", "24 AIC + 48 AIV (1 cube : 2 vector)"),
+        "cube_cores": ("vendor-config", "24 AIC"),
+        "clock_ghz": ("vendor-config", "1.8 GHz (910B1 1.85, 910B4 1.5)"),
+        "ub_bytes": ("vendor-config", "192 KB per AIV (the article assumes 256 KB)"),
+        "l1_bytes": ("vendor-config", "512 KB"),
+        "l0a_bytes": ("vendor-config", "64 KB"),
+        "l0b_bytes": ("vendor-config", "64 KB"),
+        "l0c_bytes": ("vendor-config", "128 KB"),
+        "l2_bytes": ("vendor-config", "192 MB"),
+        "hbm_bandwidth_gbps": ("datasheet", "about 1.6 TB/s (medium-low confidence)"),
+        "launch_overhead_us": ("datasheet", "about 20 us measured for an empty kernel on all cores (medium)"),
+    })
+    return HardwareSpec(
+        name="ascend-910b2", vector_cores=48, cube_cores=24, clock_ghz=1.8,
+        ub_bytes=192 * 1024, l1_bytes=512 * 1024, l0a_bytes=64 * 1024, l0b_bytes=64 * 1024,
+        l0c_bytes=128 * 1024, l2_bytes=192 * 1024 * 1024, hbm_bandwidth_gbps=1600.0,
+        launch_overhead_us=20.0, description="Ascend 910B2 (training/inference, HBM)",
+        provenance=prov, **_costs(1.8))
+
+
+def ascend_310p3() -> HardwareSpec:
+    prov = dict(_COMMON_ASSUMED)
+    prov.update({
+        "vector_cores": ("vendor-config", "8 AI cores run vector kernels (7 extra vector cores not modelled)"),
+        "cube_cores": ("vendor-config", "8 AI cores (cube + vector)"),
+        "clock_ghz": ("vendor-config", "1.06 GHz AI core (vector cores 1.0 GHz)"),
+        "ub_bytes": ("vendor-config", "256 KB"),
+        "l1_bytes": ("vendor-config", "1 MB"),
+        "l0a_bytes": ("vendor-config", "64 KB"),
+        "l0b_bytes": ("vendor-config", "64 KB"),
+        "l0c_bytes": ("vendor-config", "256 KB"),
+        "l2_bytes": ("vendor-config", "16 MB"),
+        "hbm_bandwidth_gbps": ("datasheet", "about 204 GB/s LPDDR4X (medium-low confidence)"),
+        "launch_overhead_us": ("assumed", "not published; taken equal to the 910B figure"),
+    })
+    return HardwareSpec(
+        name="ascend-310p3", vector_cores=8, cube_cores=8, clock_ghz=1.06,
+        ub_bytes=256 * 1024, l1_bytes=1024 * 1024, l0a_bytes=64 * 1024, l0b_bytes=64 * 1024,
+        l0c_bytes=256 * 1024, l2_bytes=16 * 1024 * 1024, hbm_bandwidth_gbps=204.8,
+        launch_overhead_us=20.0, description="Ascend 310P3 (inference card, LPDDR4X)",
+        provenance=prov, **_costs(1.06))
+
+
+def _article() -> HardwareSpec:
+    path = DATA_DIR / "article_fitted_chip.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing; generate it with `python -m npu_lab.kernels.moe_gating.article --write`")
+    return HardwareSpec.from_json(path)
+
+
+_PRESETS = {"ascend-910b2": ascend_910b2, "ascend-310p3": ascend_310p3, "article": _article}
+_ALIASES = {"910b2": "ascend-910b2", "910b": "ascend-910b2", "310p3": "ascend-310p3", "310p": "ascend-310p3"}
+
+
+def list_presets() -> list[str]:
+    return list(_PRESETS)
+
+
+def get_preset(name: str) -> HardwareSpec:
+    """The preset called ``name`` (case-insensitive; '910b2' and '310p3' are accepted too)."""
+    if isinstance(name, HardwareSpec):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"preset name must be a string, got {type(name).__name__}")
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in _PRESETS:
+        raise KeyError(f"unknown chip preset {name!r}; known presets: {', '.join(_PRESETS)}")
+    return _PRESETS[key]()
+
+
+def compare_presets(names=("ascend-910b2", "ascend-310p3")):
+    """Side-by-side table of presets: value and provenance per field."""
+    import pandas as pd
+
+    frames = {}
+    for name in names:
+        t = get_preset(name).table()
+        frames[(name, "value")] = t["value"]
+        frames[(name, "provenance")] = t["provenance"]
+    first = get_preset(names[0]).table()
+    out = pd.DataFrame(frames)
+    out.insert(0, "unit", first["unit"])
+    return out

@@ -1,0 +1,267 @@
+"""The timeline of one or more launches (DESIGN.md §4.4).
+
+A launch stores each *distinct* block's trace once plus where every block was placed (core,
+start); events are materialised only when asked for (``events()``), so summaries of a million
+blocks stay cheap. Times are cycles internally; everything public is in microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ..hardware import HardwareSpec
+from .core import ALL_PIPES, PIPE_CODE, BlockTrace
+
+COMPUTE_PIPES = ("S", "V", "M")
+MEMORY_PIPES = ("MTE2", "MTE3", "MTE1", "FIX")
+
+
+@dataclass
+class LaunchRecord:
+    """One kernel launch: overhead, then blocks placed on cores (cycles from the launch start)."""
+
+    name: str
+    hw: HardwareSpec
+    core_type: str
+    block_dim: int
+    traces: list[BlockTrace]
+    block_class: np.ndarray      # index into traces, per block
+    block_start: np.ndarray      # cycles from launch start (after the overhead)
+    block_core: np.ndarray
+    overhead_cycles: float
+    floor_cycles: float = 0.0    # chip-level roofline floor of the blocks' phase
+    floor_reason: str = ""
+
+    @cached_property
+    def block_end(self) -> np.ndarray:
+        durations = np.array([t.duration_cycles for t in self.traces])
+        return self.block_start + durations[self.block_class]
+
+    @cached_property
+    def class_counts(self) -> np.ndarray:
+        return np.bincount(self.block_class, minlength=len(self.traces))
+
+    @property
+    def body_cycles(self) -> float:
+        scheduled = float(self.block_end.max()) if self.block_dim else 0.0
+        return max(scheduled, self.floor_cycles)
+
+    @property
+    def total_cycles(self) -> float:
+        return self.overhead_cycles + self.body_cycles
+
+    def _sum(self, attr: str) -> float:
+        values = np.array([getattr(t, attr) for t in self.traces], dtype=np.float64)
+        return float(values @ self.class_counts)
+
+    @property
+    def hbm_bytes(self) -> int:
+        return int(self._sum("hbm_read_bytes") + self._sum("hbm_write_bytes"))
+
+    def busy_cycles_by_pipe(self) -> dict[str, float]:
+        total = dict.fromkeys(ALL_PIPES, 0.0)
+        for trace, count in zip(self.traces, self.class_counts):
+            for pipe, busy in trace.busy_cycles_by_pipe().items():
+                total[pipe] += busy * count
+        return total
+
+
+@dataclass
+class Timeline:
+    """Launches run back to back. Build with :func:`npu_lab.launch` or :meth:`concat`."""
+
+    launches: list[LaunchRecord] = field(default_factory=list)
+
+    @classmethod
+    def concat(cls, timelines) -> "Timeline":
+        out = cls()
+        for t in timelines:
+            out.launches.extend(t.launches)
+        return out
+
+    @property
+    def hw(self) -> HardwareSpec:
+        if not self.launches:
+            raise ValueError("empty timeline: launch a kernel first")
+        return self.launches[0].hw
+
+    # ---- headline figures -------------------------------------------------------------
+    @property
+    def total_cycles(self) -> float:
+        return sum(l.total_cycles for l in self.launches)
+
+    @property
+    def total_us(self) -> float:
+        return sum(l.hw.cycles_to_us(l.total_cycles) for l in self.launches)
+
+    @property
+    def hbm_bytes(self) -> int:
+        return sum(l.hbm_bytes for l in self.launches)
+
+    @property
+    def achieved_bandwidth_gbps(self) -> float:
+        return self.hbm_bytes / (self.total_us * 1e3) if self.total_us else 0.0
+
+    @property
+    def launch_overhead_us(self) -> float:
+        return sum(l.hw.cycles_to_us(l.overhead_cycles) for l in self.launches)
+
+    def busy_us_by_pipe(self) -> dict[str, float]:
+        out = dict.fromkeys(ALL_PIPES, 0.0)
+        for l in self.launches:
+            for pipe, cycles in l.busy_cycles_by_pipe().items():
+                out[pipe] += l.hw.cycles_to_us(cycles)
+        return out
+
+    def core_count(self) -> int:
+        return max(l.hw.cores(l.core_type) for l in self.launches)
+
+    def utilisation_by_pipe(self) -> dict[str, float]:
+        """Busy time of each pipe summed over cores / (cores x total latency)."""
+        denom = self.core_count() * self.total_us
+        return {p: (b / denom if denom else 0.0) for p, b in self.busy_us_by_pipe().items()}
+
+    @property
+    def core_utilisation(self) -> float:
+        """Fraction of core-time (cores x latency) during which a core had a block to run."""
+        occupied = sum(l.hw.cycles_to_us(float((l.block_end - l.block_start).sum())) for l in self.launches)
+        denom = self.core_count() * self.total_us
+        return occupied / denom if denom else 0.0
+
+    def summary(self) -> dict:
+        verdict, evidence = self.bottleneck()
+        util = self.utilisation_by_pipe()
+        return {
+            "latency_us": self.total_us,
+            "launches": len(self.launches),
+            "blocks": sum(l.block_dim for l in self.launches),
+            "hbm_bytes": self.hbm_bytes,
+            "achieved_gbps": self.achieved_bandwidth_gbps,
+            "core_utilisation": self.core_utilisation,
+            **{f"util_{p}": util[p] for p in ("S", "MTE2", "V", "MTE3") if p in util},
+            "bottleneck": verdict,
+            "evidence": evidence,
+        }
+
+    def bottleneck(self) -> tuple[str, str]:
+        """('launch' | 'memory' | 'compute' | 'sync', evidence). Judged on the busiest core's
+        share of time: launch overhead first, then the busiest pipe class, else waiting."""
+        total = self.total_us
+        if total <= 0:
+            return "launch", "nothing ran"
+        launch_share = self.launch_overhead_us / total
+        busy = self.busy_us_by_pipe()
+        cores = self.core_count()
+        mem = max(busy[p] for p in MEMORY_PIPES) / (cores * total)
+        comp = max(busy[p] for p in COMPUTE_PIPES) / (cores * total)
+        hbm_share = self.achieved_bandwidth_gbps / self.hw.hbm_bandwidth_gbps
+        floors = [l for l in self.launches if l.floor_cycles >= l.body_cycles and l.floor_cycles > 0]
+        if launch_share >= 0.5:
+            return "launch", (f"launch overhead is {launch_share:.0%} of {total:.1f} us "
+                              f"({len(self.launches)} launch(es))")
+        if floors:
+            return "memory" if "HBM" in floors[0].floor_reason else "compute", floors[0].floor_reason
+        if mem >= comp and (mem >= 0.4 or hbm_share >= 0.6):
+            return "memory", (f"DMA pipes busy {mem:.0%} of core-time; HBM at {hbm_share:.0%} "
+                              f"of {self.hw.hbm_bandwidth_gbps:.0f} GB/s")
+        if comp > mem and comp >= 0.4:
+            pipe = max(COMPUTE_PIPES, key=lambda p: busy[p])
+            return "compute", f"pipe {pipe} busy {comp:.0%} of core-time"
+        return "sync", (f"no pipe is busy most of the time (DMA {mem:.0%}, compute {comp:.0%}, "
+                        f"launch {launch_share:.0%}): cores wait on each other, on flags or on "
+                        "block dispatch")
+
+    # ---- events -----------------------------------------------------------------------
+    def events(self, max_blocks: int | None = None):
+        """All instructions as a pandas DataFrame with columns launch, core, block, pipe, name,
+        start_us, end_us, duration_us, bytes, elements, source (file:line) and code (that line).
+        ``max_blocks`` keeps only the first blocks of each launch (for plotting huge runs)."""
+        import pandas as pd
+
+        frames = []
+        offset_cycles = 0.0
+        for li, l in enumerate(self.launches):
+            to_us = l.hw.cycles_to_us
+            frames.append(pd.DataFrame({
+                "launch": [li], "core": [-1], "block": [-1], "pipe": ["launch"],
+                "name": [f"{l.name}: launch overhead"], "start_us": [to_us(offset_cycles)],
+                "end_us": [to_us(offset_cycles + l.overhead_cycles)], "bytes": [0], "elements": [0],
+                "source": [""], "code": [""]}))
+            base = offset_cycles + l.overhead_cycles
+            blocks = np.arange(l.block_dim)
+            if max_blocks is not None:
+                blocks = blocks[:max_blocks]
+            for cls, trace in enumerate(l.traces):
+                mine = blocks[l.block_class[blocks] == cls]
+                if len(mine) == 0 or len(trace.pipe) == 0:
+                    continue
+                n = len(trace.pipe)
+                starts = l.block_start[mine]
+                src = [f"{os.path.basename(f)}:{line}" for f, line in trace.source]
+                code = [linecache.getline(f, line).strip() for f, line in trace.source]
+                frames.append(pd.DataFrame({
+                    "launch": li,
+                    "core": np.repeat(l.block_core[mine], n),
+                    "block": np.repeat(mine, n),
+                    "pipe": np.tile(np.array(ALL_PIPES, dtype=object)[trace.pipe.astype(int)], len(mine)),
+                    "name": np.tile(trace.name, len(mine)),
+                    "start_us": to_us(np.tile(trace.start_cycles, len(mine)) + np.repeat(starts, n) + base),
+                    "end_us": to_us(np.tile(trace.end_cycles, len(mine)) + np.repeat(starts, n) + base),
+                    "bytes": np.tile(trace.nbytes, len(mine)),
+                    "elements": np.tile(trace.elements, len(mine)),
+                    "source": np.tile(np.array(src, dtype=object), len(mine)),
+                    "code": np.tile(np.array(code, dtype=object), len(mine)),
+                }))
+            offset_cycles += l.total_cycles
+        df = pd.concat(frames, ignore_index=True)
+        df["duration_us"] = df["end_us"] - df["start_us"]
+        return df.sort_values(["launch", "start_us", "core"], kind="stable").reset_index(drop=True)
+
+    def pipe_table(self):
+        """Per-pipe busy time (µs, summed over cores) and utilisation, as a DataFrame."""
+        import pandas as pd
+
+        busy = self.busy_us_by_pipe()
+        util = self.utilisation_by_pipe()
+        rows = [{"pipe": p, "busy_us": busy[p], "utilisation": util[p]} for p in ALL_PIPES if busy[p] > 0]
+        return pd.DataFrame(rows).set_index("pipe") if rows else pd.DataFrame(columns=["busy_us", "utilisation"])
+
+    def to_chrome_trace(self, path=None, max_blocks: int | None = None) -> dict:
+        """Chrome trace-event JSON (Perfetto, chrome://tracing): one process per core, one
+        thread per pipe, complete events (ph 'X') with ts/dur in microseconds."""
+        df = self.events(max_blocks=max_blocks)
+        trace_events = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
+                         "args": {"name": "host / task scheduler"}}]
+        cores = sorted(int(c) for c in df["core"].unique() if c >= 0)
+        kind = self.launches[0].core_type.upper() if self.launches else "AIV"
+        for c in cores:
+            trace_events.append({"ph": "M", "name": "process_name", "pid": c + 1, "tid": 0,
+                                 "args": {"name": f"core {c} ({'AIV' if kind == 'VECTOR' else 'AIC'})"}})
+            for p in ALL_PIPES:
+                trace_events.append({"ph": "M", "name": "thread_name", "pid": c + 1,
+                                     "tid": PIPE_CODE[p] + 1, "args": {"name": p}})
+        for row in df.itertuples(index=False):
+            pid = int(row.core) + 1 if row.core >= 0 else 0
+            tid = PIPE_CODE[row.pipe] + 1 if row.pipe in PIPE_CODE else 0
+            trace_events.append({
+                "ph": "X", "name": row.name, "cat": row.pipe, "pid": pid, "tid": tid,
+                "ts": float(row.start_us), "dur": float(row.duration_us),
+                "args": {"block": int(row.block), "bytes": int(row.bytes),
+                         "elements": int(row.elements), "source": row.source}})
+        doc = {"traceEvents": trace_events, "displayTimeUnit": "ns",
+               "metadata": {"chip": self.hw.name, "latency_us": self.total_us}}
+        if path is not None:
+            with open(path, "w") as fh:
+                json.dump(doc, fh)
+        return doc
+
+    def __repr__(self) -> str:
+        verdict, _ = self.bottleneck() if self.launches else ("-", "")
+        return (f"Timeline({len(self.launches)} launch(es), {self.total_us:.2f} us, "
+                f"{self.hbm_bytes} HBM bytes, {verdict}-bound)")
