@@ -49,6 +49,7 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "vector_sort_cycles_per_repeat": ("cycles", "per repeat: sort32 / mrg_sort"),
     "scalar_op_cycles": ("cycles", "one scalar register operation (add, compare, branch)"),
     "scalar_ub_access_cycles": ("cycles", "one scalar read or write of a UB value"),
+    "scalar_exp_cycles": ("cycles", "one scalar exp (software routine on the scalar unit)"),
     "scalar_issue_cycles": ("cycles", "scalar-unit cost to issue one instruction to another pipe"),
     "cube_fractal_cycles": ("cycles", "one 16x16x16 fp16 fractal MMAD on a cube core"),
     "launch_overhead_us": ("us", "fixed cost of one kernel launch (host + task scheduler)"),
@@ -98,6 +99,7 @@ class HardwareSpec:
     vector_sort_cycles_per_repeat: float
     scalar_op_cycles: float
     scalar_ub_access_cycles: float
+    scalar_exp_cycles: float
     scalar_issue_cycles: float
     cube_fractal_cycles: float
     launch_overhead_us: float

@@ -119,14 +119,15 @@ class KernelContext(VectorOps):
 
     # ---- scalar -------------------------------------------------------------------------
     def scalar(self, name: str, *, ops: int = 0, ub_reads: int = 0, ub_writes: int = 0,
-               reads=(), writes=(), compute=None):
-        """Scalar-unit work counted in operations: ``ops`` register ops plus ``ub_reads`` /
-        ``ub_writes`` scalar UB accesses. The count must not depend on data values (charge
-        the branchless version). ``compute()`` does the arithmetic in a full run only."""
-        for n, label in ((ops, "ops"), (ub_reads, "ub_reads"), (ub_writes, "ub_writes")):
+               exps: int = 0, reads=(), writes=(), compute=None):
+        """Scalar-unit work counted in operations: ``ops`` register ops, ``ub_reads`` /
+        ``ub_writes`` scalar UB accesses and ``exps`` software exponentials. The counts must not
+        depend on data values (charge the branchless version). ``compute()`` does the
+        arithmetic in a full run only, and its result is returned."""
+        for n, label in ((ops, "ops"), (ub_reads, "ub_reads"), (ub_writes, "ub_writes"), (exps, "exps")):
             if n < 0:
                 raise ValueError(f"scalar {label} must be >= 0, got {n}")
-        cost = scalar_cycles(self.hw, ops, ub_reads + ub_writes)
+        cost = scalar_cycles(self.hw, ops, ub_reads + ub_writes, exps)
         self._exec("S", name, cost, reads, writes, elements=ub_reads + ub_writes)
         if compute is not None and not self.timing_only:
             return compute()

@@ -25,6 +25,16 @@ _COMPARE = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal
             "GE": np.greater_equal, "NE": np.not_equal}
 
 
+def _expand(data: np.ndarray, how, rows, n: int) -> np.ndarray:
+    """The n values an operand contributes: itself, one row reused ('tile'), or one value per
+    row ('row')."""
+    if how == "tile":
+        return np.tile(data[: n // rows], rows)
+    if how == "row":
+        return np.repeat(data[:rows], n // rows)
+    return data[:n]
+
+
 def _need_local(*tensors):
     for t in tensors:
         if not isinstance(t, LocalTensor):
@@ -63,13 +73,7 @@ class VectorOps:
         self._vec(op.capitalize(), kind, n * width, (src0, src1), (dst,), n)
         if self.timing_only:
             return
-        b = src1.data
-        if broadcast == "tile":
-            b = np.tile(b[: n // rows], rows)
-        elif broadcast == "row":
-            b = np.repeat(b[:rows], n // rows)
-        else:
-            b = b[:n]
+        b = _expand(src1.data, broadcast, rows, n)
         with np.errstate(all="ignore"):
             dst.data[:n] = fn(src0.data[:n], b).astype(dst.dtype, copy=False)
 
@@ -121,12 +125,26 @@ class VectorOps:
         """dst = exp(src), exact (``Exp``; priced by ``vector_exp_cycles_per_repeat``)."""
         self._unary("Exp", "exp", dst, src, count, np.exp)
 
-    def cast(self, dst, src, count=None):
-        """dst = src converted to dst's dtype (``Cast``, round to nearest)."""
+    def cast(self, dst, src, count=None, round_mode: str = "rint"):
+        """dst = src converted to dst's dtype (``Cast``); float→int rounds by ``round_mode``
+        ('rint' to nearest even, 'floor', 'trunc')."""
+        modes = {"rint": np.rint, "floor": np.floor, "trunc": np.trunc}
+        if round_mode not in modes:
+            raise ValueError(f"round_mode must be one of {sorted(modes)}, got {round_mode!r}")
         if dst.dtype.kind in "iu" and src.dtype.kind == "f":
-            self._unary("Cast", "simple", dst, src, count, np.rint)
+            self._unary("Cast", "simple", dst, src, count, modes[round_mode])
         else:
             self._unary("Cast", "simple", dst, src, count, lambda x: x)
+
+    def shift_left(self, dst, src, bits: int, count=None):
+        """dst = src << bits on integers (``ShiftLeft``)."""
+        if src.dtype.kind not in "iu":
+            raise TypeError(f"shift_left works on integer tensors; '{src.name}' is {src.dtype.name}")
+        self._unary("ShiftLeft", "simple", dst, src, count, lambda x: np.left_shift(x, bits))
+
+    def adds_int(self, dst, src, scalar: int, count=None):
+        """dst = src + scalar on integer tensors (``Adds`` on int32)."""
+        self._unary("Adds", "simple", dst, src, count, lambda x: x + np.asarray(scalar, x.dtype))
 
     def copy(self, dst, src, count=None, *, dst_stride: int = 1, src_stride: int = 1):
         """dst[i*dst_stride] = src[i*src_stride] for i < count (``Copy`` with strides). The
@@ -158,25 +176,26 @@ class VectorOps:
             dst.data[:n] = np.arange(first_value, first_value + n, dtype=dst.dtype)
 
     # ---- compare / select ----------------------------------------------------------------
-    def compare(self, dst_mask, src0, src1, mode: str, count=None, *, rows=None, broadcast=None):
-        """dst_mask = (src0 <mode> src1) as 0/1 uint8 (``Compare``); mode LT GT EQ LE GE NE."""
+    def compare(self, dst_mask, src0, src1, mode: str, count=None, *, rows=None, broadcast=None,
+                src0_broadcast=None):
+        """dst_mask = (src0 <mode> src1) as 0/1 uint8 (``Compare``); mode LT GT EQ LE GE NE.
+        ``src0_broadcast`` ('tile' or 'row') broadcasts src0 the way ``broadcast`` does src1."""
         _need_local(dst_mask, src0, src1)
         if mode not in _COMPARE:
             raise ValueError(f"compare mode must be one of {sorted(_COMPARE)}, got {mode!r}")
         if dst_mask.dtype != np.uint8:
             raise TypeError(f"compare writes a uint8 mask; '{dst_mask.name}' is {dst_mask.dtype.name}")
-        n = self._count(dst_mask, count, src0)
-        if broadcast is None:
-            self._count(src1, n)
-        elif broadcast not in ("tile", "row") or not rows or n % rows:
-            raise ValueError(f"broadcast must be 'tile' or 'row' with rows dividing count={n}")
+        n = self._count(dst_mask, count)
+        for src, how in ((src0, src0_broadcast), (src1, broadcast)):
+            if how is None:
+                self._count(src, n)
+            elif how not in ("tile", "row") or not rows or n % rows:
+                raise ValueError(f"broadcast must be 'tile' or 'row' with rows dividing count={n}")
         self._vec(f"Compare.{mode}", "simple", n * src0.dtype.itemsize, (src0, src1), (dst_mask,), n)
         if self.timing_only:
             return
-        b = src1.data
-        b = (np.tile(b[: n // rows], rows) if broadcast == "tile"
-             else np.repeat(b[:rows], n // rows) if broadcast == "row" else b[:n])
-        dst_mask.data[:n] = _COMPARE[mode](src0.data[:n], b)
+        a, b = (_expand(t.data, how, rows, n) for t, how in ((src0, src0_broadcast), (src1, broadcast)))
+        dst_mask.data[:n] = _COMPARE[mode](a, b)
 
     def compare_scalar(self, dst_mask, src, scalar, mode: str, count=None):
         """dst_mask = (src <mode> scalar) (``CompareScalar``)."""
@@ -197,6 +216,29 @@ class VectorOps:
         if not self.timing_only:
             other = src1.data[:n] if isinstance(src1, LocalTensor) else np.asarray(src1, dst.dtype)
             dst.data[:n] = np.where(mask.data[:n].astype(bool), src0.data[:n], other)
+
+    def sort_rows(self, dst_values, dst_indices, src, rows: int, row_len: int):
+        """Sort each row of ``src`` [rows, row_len] descending, ties to the lower index, writing
+        values and int32 indices (``Sort32`` on 32-element groups, then ``MrgSort`` passes that
+        merge 4 lists at a time: 1 + ceil(log4(groups)) passes over the data)."""
+        _need_local(dst_values, dst_indices, src)
+        n = rows * row_len
+        for t in (src, dst_values, dst_indices):
+            self._count(t, n)
+        groups = -(-row_len // 32)
+        passes, width = 1, 1
+        while width < groups:
+            width *= 4
+            passes += 1
+        # each pass reads values and indices (8 bytes per element)
+        self._vec(f"Sort32+MrgSort({passes} passes)", "sort", passes * n * 8, (src,),
+                  (dst_values, dst_indices), n)
+        if self.timing_only:
+            return
+        block = src.data[:n].reshape(rows, row_len)
+        order = np.argsort(-block, axis=1, kind="stable")
+        dst_values.data[:n] = np.take_along_axis(block, order, axis=1).reshape(-1)
+        dst_indices.data[:n] = order.reshape(-1)
 
     # ---- reductions ----------------------------------------------------------------------
     def reduce_max(self, dst, src, count=None):

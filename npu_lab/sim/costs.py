@@ -44,8 +44,8 @@ def vector_cycles(hw: HardwareSpec, kind: str, nbytes: int) -> tuple[float, int]
     return instructions * hw.vector_issue_cycles + repeats * per_repeat, repeats
 
 
-def scalar_cycles(hw: HardwareSpec, ops: int = 0, ub_accesses: int = 0) -> float:
-    return ops * hw.scalar_op_cycles + ub_accesses * hw.scalar_ub_access_cycles
+def scalar_cycles(hw: HardwareSpec, ops: int = 0, ub_accesses: int = 0, exps: int = 0) -> float:
+    return ops * hw.scalar_op_cycles + ub_accesses * hw.scalar_ub_access_cycles + exps * hw.scalar_exp_cycles
 
 
 def mmad_cycles(hw: HardwareSpec, m: int, n: int, k: int, dtype_scale: float = 1.0) -> tuple[float, int]:

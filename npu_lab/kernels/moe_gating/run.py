@@ -1,0 +1,136 @@
+"""Host side of MoeGatingTopK: validate, tile, copy to "device", launch a version, copy back.
+
+``moe_gating_topk(logits, k, version=...)`` returns real outputs and the timeline;
+``simulate_moe_gating(B, S, E, K, version=...)`` gives the timeline alone from the shape, with a
+timing-only run (what sliders and sweeps call).
+
+Versions, in teaching order: ``discrete`` → ``v1`` → ``v2`` (``v2_bad_sync``, the pitfall) →
+``v3`` → ``v3_fast_exp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...hardware import HardwareSpec
+from ...lang import GlobalTensor, launch
+from ...presets import get_preset
+from ...sim.timeline import Timeline
+from .discrete import run_discrete_chain
+from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel
+from .reference import _check_k, _raise_on_nonfinite
+from .tiling import MoeGatingTiling, calculate_moe_gating_tiling, moe_ub_bytes
+from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
+
+VERSIONS = {
+    "discrete": "framework chain: Softmax → TopK (full sort) → Renormalise, 3 launches via HBM",
+    "v1": "fused, one block per tile, scalar heap, synchronous",
+    "v2": "fused, double-buffered: blocks ≤ cores loop over tiles, copy-in overlaps compute",
+    "v2_bad_sync": "v2 with the pitfall: the next copy-in waits for this copy-out",
+    "v3": "fused, vectorized top-K and softmax on the vector unit, one DMA per tile",
+    "v3_fast_exp": "v3 with a polynomial exp made of simple vector instructions",
+}
+_KERNELS = {"v1": moe_gating_v1_kernel, "v2": moe_gating_v2_kernel,
+            "v2_bad_sync": moe_gating_v2_bad_sync_kernel, "v3": moe_gating_v3_kernel,
+            "v3_fast_exp": moe_gating_v3_fast_exp_kernel}
+_BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v3": "v3", "v3_fast_exp": "v3"}
+
+
+@dataclass
+class MoeGatingResult:
+    """What one run gives: outputs (None in a timing-only run), the timeline, the tiling used."""
+
+    indices: np.ndarray | None
+    weights: np.ndarray | None
+    timeline: Timeline
+    tiling: MoeGatingTiling | None
+    version: str
+    block_dim: int
+
+    @property
+    def latency_us(self) -> float:
+        return self.timeline.total_us
+
+
+def _check_version(version: str) -> str:
+    if version not in VERSIONS:
+        raise ValueError(f"unknown version {version!r}; choose one of: {', '.join(VERSIONS)}")
+    return version
+
+
+def _hw(hw) -> HardwareSpec:
+    return get_preset(hw) if isinstance(hw, str) else hw
+
+
+def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
+                    tile_s: int | None = None) -> tuple[MoeGatingTiling | None, int]:
+    """(tiling, block_dim) the host would choose. v1 launches one block per tile; v2/v3 launch
+    min(cores, tiles) blocks that loop. ``tile_s=None`` applies the article's rule."""
+    version = _check_version(version)
+    hw = _hw(hw)
+    if version == "discrete":
+        return None, 0
+    tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
+    block_dim = tiling.totalTiles if version == "v1" else min(hw.vector_cores, tiling.totalTiles)
+    return tiling, block_dim
+
+
+def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
+    """UB a block of ``version`` holds with this tiling (the kernel allocates exactly this)."""
+    return moe_ub_bytes(_BUDGET_VERSION[_check_version(version)], tiling.tileBS, tiling.E, tiling.K)
+
+
+def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_only):
+    if version == "discrete":
+        return run_discrete_chain(gate_gm, idx_gm, wgt_gm, B * S, E, K, hw, timing_only), None, 0
+    tiling, block_dim = plan_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=tile_s)
+    timeline = launch(_KERNELS[version], block_dim, gate_gm, idx_gm, wgt_gm, tiling.pack(), hw=hw,
+                      timing_only=timing_only, name=f"MoeGatingTopK {version}")
+    return timeline, tiling, block_dim
+
+
+def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b2",
+                    tile_s: int | None = None) -> MoeGatingResult:
+    """Run MoeGatingTopK ``version`` on the simulated chip.
+
+    ``gate_logits``: [B, S, E] or [N, E], float32 or float16, finite. Returns indices int32 and
+    weights float32 shaped [..., K] like the reference, plus the timeline."""
+    version = _check_version(version)
+    hw = _hw(hw)
+    x = np.asarray(gate_logits)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"gate_logits must have rank 2 [N, E] or 3 [B, S, E]; got shape {x.shape}")
+    if x.dtype not in (np.float32, np.float16):
+        raise TypeError(f"gate_logits must be float32 or float16 on the device; got {x.dtype}. "
+                        "Cast with .astype(np.float32)")
+    if 0 in x.shape:
+        raise ValueError(f"gate_logits has an empty dimension in shape {x.shape}; every dimension must be >= 1")
+    lead = x.shape[:-1]
+    B, S = (1, x.shape[0]) if x.ndim == 2 else x.shape[:2]
+    E = x.shape[-1]
+    K = _check_k(k, E)
+    _raise_on_nonfinite(x.reshape(-1, E).astype(np.float32), x.shape)
+    gate_gm = GlobalTensor.from_array(x, "gate_logits")
+    idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices")
+    wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights")
+    timeline, tiling, block_dim = _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, False)
+    return MoeGatingResult(idx_gm.data.reshape(*lead, K).copy(), wgt_gm.data.reshape(*lead, K).copy(),
+                           timeline, tiling, version, block_dim)
+
+
+def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
+                        tile_s: int | None = None, dtype=np.float32) -> MoeGatingResult:
+    """Timing-only run from the shape alone (no data): the same timeline a full run gives."""
+    version = _check_version(version)
+    hw = _hw(hw)
+    for name, v in (("B", B), ("S", S), ("E", E)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+    K = _check_k(K, E)
+    gate_gm = GlobalTensor.empty(B * S * E, dtype, "gate_logits", timing_only=True)
+    idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices", timing_only=True)
+    wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights", timing_only=True)
+    timeline, tiling, block_dim = _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, True)
+    return MoeGatingResult(None, None, timeline, tiling, version, block_dim)

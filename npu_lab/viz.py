@@ -1,0 +1,320 @@
+"""Plotly figures over a :class:`~npu_lab.sim.Timeline` and over sweep DataFrames.
+
+Thin helpers: they read what the Timeline offers (``events()``, ``busy_us_by_pipe()``,
+``utilisation_by_pipe()``) and draw it; nothing here models hardware. No library module imports
+this one (DESIGN.md §2).
+
+* :func:`timeline_figure` — a Gantt chart: one row per core × pipe, one bar per instruction;
+  :func:`update_timeline_figure` swaps in another timeline's data in place (for sliders).
+* :func:`pipe_utilisation_figure` — per-pipe utilisation of one or several timelines.
+* :func:`latency_sweep_figure` — latency against a swept parameter, with an optional
+  highlighted point and reference (measured) points; :func:`update_latency_sweep` in place.
+
+Figures are plain ``go.Figure`` or, with ``widget=True``, ``go.FigureWidget`` built with the full
+layout in the constructor (Voila does not show layout changes made before display). Updates run
+inside ``fig.batch_update()`` so a browser gets one message per slider move.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .sim.core import ALL_PIPES, CUBE_PIPES, PIPE_MEANING, VECTOR_PIPES
+from .sim.timeline import Timeline
+
+__all__ = ["PIPE_COLOURS", "timeline_figure", "update_timeline_figure", "pipe_utilisation_figure",
+           "latency_sweep_figure", "update_latency_sweep"]
+
+HOST = "host"
+#: One colour per pipe (and the host row's launch overhead), the same in every figure.
+PIPE_COLOURS = {
+    "S": "#7f7f7f", "MTE2": "#1f77b4", "V": "#ff7f0e", "MTE3": "#2ca02c",
+    "MTE1": "#17becf", "M": "#d62728", "FIX": "#9467bd", HOST: "#444444",
+}
+_MAX_EVENTS = 30_000   # bars drawn at most (SVG bars get sluggish beyond this)
+_ROW_PX = 22
+_SEP = " \u00b7 "      # "core 0 · MTE2"
+
+_HOVER = ("<b>%{customdata[0]}</b><br>"
+          "block %{customdata[1]}, %{y}<br>"
+          "%{base:.3f} \u2192 %{customdata[2]:.3f} \u00b5s (%{x:.3f} \u00b5s)<br>"
+          "%{customdata[3]} bytes<br>"
+          "%{customdata[4]}: <i>%{customdata[5]}</i>"
+          "<extra>%{fullData.name}</extra>")
+
+
+# ---------------------------------------------------------------------------- timeline
+def _check_timeline(timeline) -> Timeline:
+    if not isinstance(timeline, Timeline):
+        raise TypeError(f"expected an npu_lab Timeline (the second value a kernel returns), "
+                        f"got {type(timeline).__name__}")
+    if not timeline.launches:
+        raise ValueError("the timeline is empty: run a kernel first")
+    return timeline
+
+
+def _trace_pipes(timeline: Timeline) -> list[str]:
+    """Pipes that get a trace: every pipe of the core types launched, in ALL_PIPES order."""
+    pipes = set()
+    for launch in timeline.launches:
+        pipes.update(VECTOR_PIPES if launch.core_type == "vector" else CUBE_PIPES)
+    return [p for p in ALL_PIPES if p in pipes]
+
+
+def _blocks_to_show(timeline: Timeline, max_blocks, max_cores: int) -> tuple[int, bool]:
+    """How many leading blocks per launch to materialise: enough to cover every block that runs
+    on the first ``max_cores`` cores, cut to ``max_blocks`` and to the bar budget.
+    Returns (blocks, truncated_by_budget)."""
+    needed, budget_cut = 0, None
+    for launch in timeline.launches:
+        on_shown = launch.block_core < max_cores
+        shown_idx = np.flatnonzero(on_shown)
+        if len(shown_idx) == 0:
+            continue
+        needed = max(needed, int(shown_idx[-1]) + 1)
+        per_class = np.array([len(t.pipe) for t in launch.traces], dtype=np.int64)
+        per_block = np.where(on_shown, per_class[launch.block_class], 0)
+        cum = np.cumsum(per_block)
+        if cum[-1] > _MAX_EVENTS:
+            cut = int(np.searchsorted(cum, _MAX_EVENTS, side="right"))
+            budget_cut = max(1, cut) if budget_cut is None else max(1, min(budget_cut, cut))
+    blocks = needed if max_blocks is None else min(needed, max_blocks)
+    if budget_cut is not None and budget_cut < blocks:
+        return budget_cut, True
+    return max(blocks, 1), False
+
+
+def _timeline_data(timeline: Timeline, max_blocks, max_cores: int):
+    """Per-trace bar data, the y rows in display order, and a note on what was cut."""
+    blocks, cut = _blocks_to_show(timeline, max_blocks, max_cores)
+    df = timeline.events(max_blocks=blocks)
+    df = df[df["core"] < max_cores]
+    host = df["core"] < 0
+    rows_pipe = df["pipe"].to_numpy(dtype=object)
+    core = df["core"].to_numpy()
+    label = np.where(host, HOST, "core " + core.astype(str) + _SEP + rows_pipe.astype(str))
+    start = df["start_us"].to_numpy(dtype=float)
+    end = df["end_us"].to_numpy(dtype=float)
+    code = df["code"].to_numpy(dtype=object)
+    uniq, inv = np.unique(code.astype(str), return_inverse=True)
+    code = np.array([html.escape(c) for c in uniq], dtype=object)[inv]
+    custom = np.empty((len(df), 6), dtype=object)
+    custom[:, 0] = df["name"].to_numpy(dtype=object)
+    custom[:, 1] = df["block"].to_numpy()
+    custom[:, 2] = np.round(end, 4)
+    custom[:, 3] = df["bytes"].to_numpy()
+    custom[:, 4] = np.where(host, "host", df["source"].to_numpy(dtype=object))
+    custom[:, 5] = np.where(host, "launch overhead (runtime + task scheduler)", code)
+    pipe_key = np.where(host, HOST, rows_pipe)
+    data = {}
+    for key in [HOST, *_trace_pipes(timeline)]:
+        sel = pipe_key == key
+        data[key] = dict(x=end[sel] - start[sel], base=start[sel], y=label[sel], customdata=custom[sel])
+    # row order: host on top, then per core its pipes in pipe order (only pipes that did work)
+    busy = timeline.busy_us_by_pipe()
+    cores_shown = sorted(int(c) for c in np.unique(core) if c >= 0)
+    pipes_with_work = [p for p in _trace_pipes(timeline) if busy.get(p, 0.0) > 0]
+    rows = [HOST] + [f"core {c}{_SEP}{p}" for c in cores_shown for p in pipes_with_work]
+    note = f"cores 0\u2013{max_cores - 1} of {timeline.core_count()}" if timeline.core_count() > max_cores else ""
+    if cut:
+        note = (note + ", " if note else "") + f"first {blocks} blocks"
+    return data, rows, note
+
+
+def _timeline_title(timeline: Timeline, title, note: str) -> str:
+    if title is None:
+        names = ", ".join(dict.fromkeys(l.name for l in timeline.launches))
+        title = f"{names} on {timeline.hw.name}: {timeline.total_us:.2f} \u00b5s"
+    return f"{title} <span style='font-size:0.8em'>({note})</span>" if note else title
+
+
+def _timeline_layout(rows, title: str) -> dict:
+    return dict(
+        title=dict(text=title, x=0.01, xanchor="left"),
+        barmode="overlay", bargap=0.25,
+        height=max(260, 110 + _ROW_PX * len(rows)),
+        margin=dict(l=10, r=10, t=50, b=40),
+        xaxis=dict(title=dict(text="time (\u00b5s from launch)"), rangemode="tozero", zeroline=False),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=rows,
+                   autorange="reversed", automargin=True),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
+                    title=dict(text="pipe (click to hide)")),
+        hoverlabel=dict(align="left"),
+        uirevision="timeline",
+    )
+
+
+def timeline_figure(timeline: Timeline, *, max_blocks: int | None = None, max_cores: int = 8,
+                    widget: bool = False, title: str | None = None):
+    """A Gantt chart of a kernel run: what every pipe of every core did, and when.
+
+    One row per core × pipe (``"core 0 · MTE2"``) plus a ``host`` row with the launch overhead;
+    one bar per instruction, placed at its start and as long as it ran, coloured by pipe (one
+    trace per pipe, so clicking the legend hides a pipe). Hovering a bar shows the instruction,
+    its block, start and end in µs, the bytes it moved and the kernel source line that issued it.
+
+    ``max_cores``: only cores 0 .. max_cores-1 are drawn (the others usually look the same).
+    ``max_blocks``: only the first blocks of each launch (huge runs are also cut automatically to
+    about 30 000 bars; the title says so). ``widget=True`` returns a ``go.FigureWidget`` (for
+    sliders, see :func:`update_timeline_figure`), else a ``go.Figure``.
+    """
+    _check_timeline(timeline)
+    if isinstance(max_cores, bool) or not isinstance(max_cores, (int, np.integer)) or max_cores < 1:
+        raise ValueError(f"max_cores must be a whole number >= 1, got {max_cores!r}")
+    if max_blocks is not None and (isinstance(max_blocks, bool) or not isinstance(max_blocks, (int, np.integer))
+                                   or max_blocks < 1):
+        raise ValueError(f"max_blocks must be None or a whole number >= 1, got {max_blocks!r}")
+    data, rows, note = _timeline_data(timeline, max_blocks, int(max_cores))
+    traces = []
+    for key, d in data.items():
+        meaning = "launch overhead" if key == HOST else PIPE_MEANING.get(key, key)
+        traces.append(go.Bar(
+            name=key if key != HOST else "launch", orientation="h", **d,
+            marker=dict(color=PIPE_COLOURS.get(key, "#999999"), line=dict(width=0)),
+            hovertemplate=_HOVER, meta=dict(pipe=key, meaning=meaning)))
+    layout = _timeline_layout(rows, _timeline_title(timeline, title, note))
+    fig_cls = go.FigureWidget if widget else go.Figure
+    fig = fig_cls(data=traces, layout=layout)
+    fig.layout.meta = dict(kind="timeline", max_blocks=max_blocks, max_cores=int(max_cores),
+                           custom_title=title)
+    return fig
+
+
+def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None):
+    """Put ``timeline``'s bars into ``fig`` (made by :func:`timeline_figure`) in place.
+
+    Same figure object, same traces: only each trace's x / base / y / customdata, the row list,
+    the height and the title change, inside one ``fig.batch_update()`` — what a slider callback
+    calls so the browser redraws without rebuilding the figure. Returns ``fig``."""
+    _check_timeline(timeline)
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else None
+    if not meta or meta.get("kind") != "timeline":
+        raise ValueError("update_timeline_figure needs a figure made by timeline_figure()")
+    data, rows, note = _timeline_data(timeline, meta["max_blocks"], meta["max_cores"])
+    by_pipe = {tr.meta["pipe"]: tr for tr in fig.data}
+    missing = [k for k, d in data.items() if k not in by_pipe and len(d["x"])]
+    if missing:
+        raise ValueError(f"the new timeline uses pipe(s) {missing} that this figure has no trace for "
+                         "(a cube kernel on a vector-kernel figure?); build a new timeline_figure")
+    title = title if title is not None else meta.get("custom_title")
+    with fig.batch_update():
+        for key, trace in by_pipe.items():
+            d = data.get(key)
+            if d is None:
+                d = dict(x=[], base=[], y=[], customdata=[])
+            trace.x, trace.base, trace.y, trace.customdata = d["x"], d["base"], d["y"], d["customdata"]
+        fig.layout.yaxis.categoryarray = rows
+        fig.layout.height = max(260, 110 + _ROW_PX * len(rows))
+        fig.layout.title.text = _timeline_title(timeline, title, note)
+    return fig
+
+
+# ---------------------------------------------------------------------------- utilisation
+def pipe_utilisation_figure(timelines, *, widget: bool = False, title: str | None = None):
+    """Bars of per-pipe utilisation: the busy time of each pipe summed over cores, divided by
+    (cores × total latency) — how much of the chip's time that pipe was working.
+
+    ``timelines`` is one Timeline or a dict ``{label: Timeline}`` (e.g. ``{"1 buffer": t1,
+    "2 buffers": t2}``), drawn side by side, one colour per label. Hover shows the busy µs too.
+    Only pipes that did some work in at least one timeline get a bar group."""
+    if isinstance(timelines, Timeline):
+        timelines = {"run": timelines}
+    if not isinstance(timelines, dict) or not timelines:
+        raise TypeError("pass a Timeline or a non-empty dict {label: Timeline}")
+    for label, t in timelines.items():
+        try:
+            _check_timeline(t)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"timelines[{label!r}]: {exc}") from None
+    busy = {k: t.busy_us_by_pipe() for k, t in timelines.items()}
+    util = {k: t.utilisation_by_pipe() for k, t in timelines.items()}
+    pipes = [p for p in ALL_PIPES if any(b.get(p, 0.0) > 0 for b in busy.values())]
+    traces = []
+    for label, t in timelines.items():
+        traces.append(go.Bar(
+            name=str(label), x=pipes, y=[100 * util[label][p] for p in pipes],
+            customdata=np.array([[busy[label][p], t.total_us, t.core_count()] for p in pipes]),
+            text=[f"{100 * util[label][p]:.1f}%" for p in pipes], textposition="outside",
+            hovertemplate=("<b>%{x}</b>: %{y:.1f}% busy<br>%{customdata[0]:.2f} \u00b5s busy summed over "
+                           "%{customdata[2]} cores<br>latency %{customdata[1]:.2f} \u00b5s"
+                           "<extra>%{fullData.name}</extra>")))
+    layout = dict(
+        title=dict(text=title or "Per-pipe utilisation (busy time / (cores \u00d7 latency))", x=0.01),
+        barmode="group", height=360, margin=dict(l=10, r=10, t=50, b=40),
+        yaxis=dict(title=dict(text="utilisation (%)"), rangemode="tozero", automargin=True),
+        xaxis=dict(title=dict(text="pipe"), type="category"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
+    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+
+
+# ---------------------------------------------------------------------------- sweeps
+def _sweep_xy(df, x, y, what):
+    for col in (x, y):
+        if col not in df.columns:
+            raise KeyError(f"{what} has no column {col!r}; columns: {list(df.columns)}")
+    return df[x].to_numpy(), df[y].to_numpy(dtype=float)
+
+
+def _highlight_xy(df, x, y, highlight):
+    if highlight is None:
+        return [], []
+    hit = df[df[x] == highlight]
+    if hit.empty:
+        raise ValueError(f"highlight={highlight!r} is not a value of column {x!r}; "
+                         f"values: {df[x].tolist()}")
+    return [hit[x].iloc[0]], [float(hit[y].iloc[0])]
+
+
+def latency_sweep_figure(df, x: str, y: str = "latency_us", highlight=None, reference=None, *,
+                         widget: bool = False, title: str | None = None, reference_y: str | None = None,
+                         reference_name: str = "measured (article)", log_x: bool = False):
+    """Latency (column ``y``) against a swept parameter (column ``x``) as a line with markers.
+
+    ``highlight``: a value of ``x`` whose point is circled (the current slider choice).
+    ``reference``: another DataFrame (say, the article's measured points) with column ``x`` and
+    column ``reference_y`` (default ``y``), drawn as separate markers. Traces, in order: model,
+    highlight (empty when none), reference (when given) — :func:`update_latency_sweep` relies on
+    that order. ``widget=True`` returns a ``go.FigureWidget``."""
+    xs, ys = _sweep_xy(df, x, y, "df")
+    hx, hy = _highlight_xy(df, x, y, highlight)
+    y_label = y.replace("_us", " (\u00b5s)").replace("_", " ")
+    traces = [
+        go.Scatter(name="model", x=xs, y=ys, mode="lines+markers",
+                   line=dict(color="#1f77b4"), marker=dict(size=7),
+                   hovertemplate=f"{x} = %{{x}}<br>{y_label} = %{{y:.2f}}<extra>model</extra>"),
+        go.Scatter(name="selected", x=hx, y=hy, mode="markers",
+                   marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color="#d62728", width=3)),
+                   hovertemplate=f"selected {x} = %{{x}}<br>{y_label} = %{{y:.2f}}<extra></extra>"),
+    ]
+    if reference is not None:
+        rx, ry = _sweep_xy(reference, x, reference_y or y, "reference")
+        traces.append(go.Scatter(
+            name=reference_name, x=rx, y=ry, mode="markers",
+            marker=dict(size=10, symbol="diamond", color="#2ca02c"),
+            hovertemplate=f"{x} = %{{x}}<br>{y_label} = %{{y:.2f}}<extra>{html.escape(reference_name)}</extra>"))
+    layout = dict(
+        title=dict(text=title or f"{y_label} vs {x}", x=0.01), height=380,
+        margin=dict(l=10, r=10, t=50, b=40),
+        xaxis=dict(title=dict(text=x), type="log" if log_x else "linear"),
+        yaxis=dict(title=dict(text=y_label), rangemode="tozero", automargin=True),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        meta=dict(kind="latency_sweep", x=x, y=y), uirevision="sweep")
+    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+
+
+def update_latency_sweep(fig, df, highlight=None):
+    """Replace the model line and the highlighted point of a :func:`latency_sweep_figure` in
+    place (one ``batch_update``); the reference markers stay. Returns ``fig``."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else None
+    if not meta or meta.get("kind") != "latency_sweep":
+        raise ValueError("update_latency_sweep needs a figure made by latency_sweep_figure()")
+    x, y = meta["x"], meta["y"]
+    xs, ys = _sweep_xy(df, x, y, "df")
+    hx, hy = _highlight_xy(df, x, y, highlight)
+    with fig.batch_update():
+        fig.data[0].x, fig.data[0].y = xs, ys
+        fig.data[1].x, fig.data[1].y = hx, hy
+    return fig
