@@ -1,14 +1,18 @@
 """MoeGatingTopK: the fused MoE gating operator (top-K experts per token + softmax weights).
 
+In teaching order:
+
 * :mod:`.reference` -- the independent numpy reference every kernel version is checked against;
-* :mod:`.tiling` -- the host-side tiling struct, the UB budget per kernel version, the tileS rule.
+* :mod:`.tiling` -- the host-side tiling struct, the UB budget per kernel version, the tileS rule;
+* :mod:`.discrete` -- the framework chain Softmax → TopK → Renormalise (three launches);
+* :mod:`.fused` -- v1 (the article's kernel) and v2 (double-buffered, and its sync pitfall);
+* :mod:`.vectorized` -- v3 (vector top-K and softmax) and the polynomial exp;
+* :mod:`.run` -- the host API: ``moe_gating_topk`` (numbers + time), ``simulate_moe_gating`` (time);
+* :mod:`.sweep` -- tileS sweeps, the autotuner, the shape-bucket table;
+* :mod:`.article` -- fitting the model to the article's table and checking its claims.
 """
 
-from .reference import (
-    NONFINITE_MODES,
-    moe_gating_topk_reference,
-    softmax_topk_renormalise_reference,
-)
+from .reference import NONFINITE_MODES, moe_gating_topk_reference, softmax_topk_renormalise_reference
 from .tiling import (
     MOE_UB_VERSIONS,
     MoeGatingTiling,
@@ -20,18 +24,18 @@ from .tiling import (
     moe_ub_bytes,
     moe_ub_capacity,
 )
+from .run import VERSIONS, MoeGatingResult, moe_gating_topk, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .sweep import ARTICLE_TILE_S, TuneResult, autotune, bucket_table, lookup_tile_s, sweep
+from .vectorized import fast_exp_max_rel_error, fast_exp_numpy
+from .article import (FitResult, exp_speedup, fit_article_preset, fit_hardware,
+                      reproduce_article_claims)
 
 __all__ = [
-    "MOE_UB_VERSIONS",
-    "MoeGatingTiling",
-    "NONFINITE_MODES",
-    "UbBuffer",
-    "article_calculate_tiling",
-    "article_ub_estimate_bytes",
-    "calculate_moe_gating_tiling",
-    "moe_gating_topk_reference",
-    "moe_ub_budget",
-    "moe_ub_bytes",
-    "moe_ub_capacity",
-    "softmax_topk_renormalise_reference",
+    "MOE_UB_VERSIONS", "MoeGatingTiling", "NONFINITE_MODES", "UbBuffer", "article_calculate_tiling",
+    "article_ub_estimate_bytes", "calculate_moe_gating_tiling", "moe_gating_topk_reference",
+    "moe_ub_budget", "moe_ub_bytes", "moe_ub_capacity", "softmax_topk_renormalise_reference",
+    "VERSIONS", "MoeGatingResult", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",
+    "ub_used_bytes", "ARTICLE_TILE_S", "TuneResult", "autotune", "bucket_table", "lookup_tile_s",
+    "sweep", "fast_exp_max_rel_error", "fast_exp_numpy", "FitResult", "exp_speedup",
+    "fit_article_preset", "fit_hardware", "reproduce_article_claims",
 ]

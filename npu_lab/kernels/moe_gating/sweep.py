@@ -1,0 +1,136 @@
+"""Sweeps over tileS, the autotuner and the shape-bucket table (DESIGN.md §6.4).
+
+Everything here runs timing-only simulations (no data), fast enough for a slider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...presets import DATA_DIR, get_preset
+from .run import plan_moe_gating, simulate_moe_gating, ub_used_bytes
+
+ARTICLE_TILE_S = (1, 4, 8, 16, 32)
+SWEEP_COLUMNS = ["tileS", "tiles", "blocks", "ub_used_kb", "latency_us", "core_utilisation",
+                 "bottleneck", "hbm_bytes", "launches", "note"]
+
+
+def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 2,
+          hw="ascend-910b2", tile_s=ARTICLE_TILE_S) -> pd.DataFrame:
+    """One row per tileS: the article's columns (tileS, blocks, UB used KB, latency µs, core
+    utilisation) plus tiles, bottleneck, HBM bytes and launches. A tileS that does not fit UB
+    gets NaN figures and the reason in ``note`` (the sweep goes on)."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    values = list(tile_s)
+    if not values:
+        raise ValueError("tile_s must list at least one tile size, e.g. [1, 4, 8, 16, 32]")
+    rows = []
+    for ts in values:
+        if isinstance(ts, bool) or not isinstance(ts, (int, np.integer)) or ts < 1:
+            raise ValueError(f"every tileS must be a whole number >= 1, got {ts!r}")
+        try:
+            result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
+        except ValueError as exc:
+            if "UB" not in str(exc) and "fit" not in str(exc):
+                raise
+            rows.append({"tileS": int(ts), "note": str(exc)})
+            continue
+        t = result.timeline
+        tiling = result.tiling
+        rows.append({
+            "tileS": int(ts) if tiling is None else tiling.tileS,
+            "tiles": np.nan if tiling is None else tiling.totalTiles,
+            "blocks": sum(l.block_dim for l in t.launches),
+            "ub_used_kb": np.nan if tiling is None else ub_used_bytes(tiling, version) / 1024,
+            "latency_us": t.total_us,
+            "core_utilisation": t.core_utilisation,
+            "bottleneck": t.bottleneck()[0],
+            "hbm_bytes": t.hbm_bytes,
+            "launches": len(t.launches),
+            "note": "",
+        })
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+@dataclass
+class TuneResult:
+    """The autotuner's choice and why."""
+
+    tile_s: int
+    latency_us: float
+    reason: str
+    table: pd.DataFrame
+
+
+def candidate_tile_sizes(S: int, largest: int = 256) -> list[int]:
+    """Powers of two up to min(S, largest), plus S itself when it is smaller than ``largest``."""
+    out = [1 << i for i in range(0, 20) if (1 << i) <= min(S, largest)]
+    if S < largest and S not in out:
+        out.append(S)
+    return out
+
+
+def autotune(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
+             candidates=None) -> TuneResult:
+    """Best tileS for a shape by timing-only simulation of every candidate that fits UB."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    table = sweep(version, B, S, E, K, hw, candidates or candidate_tile_sizes(S))
+    ok = table.dropna(subset=["latency_us"])
+    if ok.empty:
+        raise ValueError(f"no tileS fits UB for E={E}, K={K} on {hw.name}: {table['note'].iloc[0]}")
+    ok = ok.sort_values(["latency_us", "tileS"])
+    best = ok.iloc[0]
+    runner = ok.iloc[1] if len(ok) > 1 else None
+    reason = (f"tileS={int(best.tileS)} gives {best.latency_us:.1f} us ({best.bottleneck}-bound, "
+              f"{int(best.blocks)} blocks)")
+    if runner is not None:
+        reason += (f"; next best tileS={int(runner.tileS)} at {runner.latency_us:.1f} us "
+                   f"(+{(runner.latency_us / best.latency_us - 1):.1%})")
+    return TuneResult(int(best.tileS), float(best.latency_us), reason, table)
+
+
+BUCKET_S = (1, 16, 128, 1024, 8192)
+BUCKET_E = (8, 64, 256)
+BUCKET_K = (2, 8)
+
+
+def bucket_table(version: str = "v3", hw="ascend-910b2", S_values=BUCKET_S, E_values=BUCKET_E,
+                 K_values=BUCKET_K, B: int = 1) -> pd.DataFrame:
+    """The article's "a few preset parameter sets for shape ranges": for each (S, E, K) bucket
+    representative, the autotuned tileS. A host picks the row of the nearest bucket."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    rows = []
+    for E in E_values:
+        for K in K_values:
+            if K > E:
+                continue
+            for S in S_values:
+                best = autotune(B, S, E, K, version=version, hw=hw)
+                rows.append({"chip": hw.name, "version": version, "S": S, "E": E, "K": K,
+                             "tileS": best.tile_s, "latency_us": round(best.latency_us, 3)})
+    return pd.DataFrame(rows)
+
+
+def bucket_table_path(version: str = "v3", chip: str = "ascend-910b2") -> Path:
+    return DATA_DIR / f"moe_tile_buckets_{chip}_{version}.csv"
+
+
+def write_bucket_table(version: str = "v3", chip: str = "ascend-910b2") -> Path:
+    path = bucket_table_path(version, chip)
+    bucket_table(version, chip).to_csv(path, index=False)
+    return path
+
+
+def lookup_tile_s(S: int, E: int, K: int, version: str = "v3", chip: str = "ascend-910b2") -> int:
+    """tileS from the committed bucket table: the row whose (S, E, K) is nearest in log scale."""
+    table = pd.read_csv(bucket_table_path(version, chip))
+    dist = (np.log2(table.S) - np.log2(S)) ** 2 + (np.log2(table.E) - np.log2(E)) ** 2 \
+        + (np.log2(table.K) - np.log2(K)) ** 2
+    tile = int(table.tileS.iloc[int(np.argmin(dist.to_numpy()))])
+    # never more than the shape or the UB allows
+    tiling, _ = plan_moe_gating(1, S, E, K, version=version, hw=chip, tile_s=min(tile, S))
+    return tiling.tileS
