@@ -14,6 +14,7 @@ from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, SimulationError
 from ..sim.costs import dma_cycles, scalar_cycles
 from .memory import TPipe, UbAllocator
 from .tensor import GlobalTensor, LocalTensor
+from .loop import LoopOps
 from .vector import VectorOps
 
 
@@ -21,7 +22,7 @@ class RaceError(SimulationError):
     """An instruction touched UB data another pipe had not finished with (a missing sync)."""
 
 
-class KernelContext(VectorOps):
+class KernelContext(VectorOps, LoopOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",

@@ -19,6 +19,7 @@ import numpy as np
 from ..hardware import HardwareSpec
 from ..presets import get_preset
 from ..sim.core import SimulationError
+from ..sim.costs import whole_cycles
 from ..sim.schedule import schedule_blocks
 from ..sim.timeline import LaunchRecord, Timeline
 from .context import KernelContext
@@ -94,7 +95,7 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
                     f"block_classes says blocks {int(first[cls])} and {idx} do identical work, but "
                     "their timelines differ; fix the kernel's block_classes")
     durations = np.array([t.duration_cycles for t in traces])[inverse]
-    start, core = schedule_blocks(durations, cores, hw.us_to_cycles(hw.block_dispatch_us))
+    start, core = schedule_blocks(durations, cores, whole_cycles(hw.us_to_cycles(hw.block_dispatch_us)))
 
     counts = np.bincount(inverse, minlength=len(traces))
     hbm = float(sum((t.hbm_read_bytes + t.hbm_write_bytes) * c for t, c in zip(traces, counts)))
@@ -106,6 +107,6 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
     record = LaunchRecord(
         name=name or getattr(kernel, "__name__", "kernel"), hw=hw, core_type=core_type,
         block_dim=block_dim, traces=traces, block_class=inverse.astype(np.int64),
-        block_start=start, block_core=core, overhead_cycles=hw.us_to_cycles(hw.launch_overhead_us),
+        block_start=start, block_core=core, overhead_cycles=whole_cycles(hw.us_to_cycles(hw.launch_overhead_us)),
         floor_cycles=floor, floor_reason=reason)
     return Timeline([record])

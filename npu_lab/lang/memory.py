@@ -150,6 +150,7 @@ class TPipe:
     def __init__(self, core, allocator: UbAllocator):
         self.core = core
         self.allocator = allocator
+        self.queues: list[TQue] = []
 
     def init_queue(self, position: str, num_buffers: int, nbytes: int, name: str,
                    consumer: str | None = None, producer: str | None = None) -> TQue:
@@ -162,8 +163,10 @@ class TPipe:
         default_producer, default_consumer = QUEUE_PIPES[position]
         regions = [self.allocator.alloc(nbytes, f"{name}[{i}]" if num_buffers > 1 else name)
                    for i in range(num_buffers)]
-        return TQue(self.core, position, name, regions, producer or default_producer,
-                    consumer or default_consumer)
+        queue = TQue(self.core, position, name, regions, producer or default_producer,
+                     consumer or default_consumer)
+        self.queues.append(queue)
+        return queue
 
     def init_tbuf(self, nbytes: int, name: str) -> TBuf:
         return TBuf(self.allocator.alloc(nbytes, name))

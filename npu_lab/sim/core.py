@@ -15,6 +15,7 @@ sizes, which is why a timing-only run reproduces a full run exactly.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections import deque
@@ -91,14 +92,17 @@ class CoreState:
 
     def __init__(self, pipes: tuple[str, ...], scalar_issue_cycles: float):
         self.pipes = pipes
-        self.scalar_issue_cycles = scalar_issue_cycles
+        self.scalar_issue_cycles = float(math.ceil(scalar_issue_cycles))  # whole cycles
         self.free = dict.fromkeys(pipes, 0.0)   # end of the last instruction on each pipe
         self.floor = dict.fromkeys(pipes, 0.0)  # earliest start of the next one (waited flags)
         self.flags: dict[tuple[str, str], deque] = {}
         self.events: list[tuple] = []
+        self._segments: list[tuple] = []   # column arrays of events already flushed
         self.hbm_read_bytes = 0
         self.hbm_write_bytes = 0
         self.vector_repeats = 0
+        self.pipe_events = dict.fromkeys(pipes, 0)  # instructions issued per pipe
+        self.issue_bound = 0   # instructions whose start was set by the scalar unit's issue time
 
     def _check_pipe(self, pipe: str) -> None:
         if pipe not in self.free:
@@ -115,9 +119,13 @@ class CoreState:
                 self._check_pipe(pipe)
             issued = free["S"] + self.scalar_issue_cycles
             free["S"] = issued
-            start = max(free[pipe], issued, self.floor[pipe], ready_cycles)
+            other = max(free[pipe], self.floor[pipe], ready_cycles)
+            if issued > other:
+                self.issue_bound += 1
+            start = max(other, issued)
         end = start + cost_cycles
         free[pipe] = end
+        self.pipe_events[pipe] += 1
         self.events.append((PIPE_CODE[pipe], name, start, end, nbytes, elements,
                             source if source is not None else issuing_source()))
         return start, end
@@ -156,7 +164,46 @@ class CoreState:
         else:
             self._check_pipe(pipe)
 
+    def event_count(self) -> int:
+        return sum(len(seg[0]) for seg in self._segments) + len(self.events)
+
+    def replicate_events(self, first: int, copies: int, period: float) -> None:
+        """Append ``copies`` copies of the events from index ``first`` on, each shifted by
+        another ``period`` cycles (a fast-forwarded steady-state loop)."""
+        self._flush()
+        cols = [np.concatenate(c) for c in zip(*self._segments)] if len(self._segments) > 1 else list(self._segments[0])
+        self._segments = [tuple(cols)]
+        tail = [c[first:] for c in cols]
+        n = len(tail[0])
+        shifts = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
+        rep = [np.tile(c, copies) for c in tail]
+        rep[2] = rep[2] + shifts
+        rep[3] = rep[3] + shifts
+        self._segments.append(tuple(rep))
+
+    def _flush(self) -> None:
+        if self.events:
+            self._segments.append(self._columns(self.events))
+            self.events = []
+
+    @staticmethod
+    def _columns(events) -> tuple:
+        n = len(events)
+        cols = list(zip(*events))
+        source = np.empty(n, dtype=object)
+        source[:] = cols[6]
+        return (np.fromiter(cols[0], dtype=np.int8, count=n), np.array(cols[1], dtype=object),
+                np.fromiter(cols[2], dtype=np.float64, count=n), np.fromiter(cols[3], dtype=np.float64, count=n),
+                np.fromiter(cols[4], dtype=np.int64, count=n), np.fromiter(cols[5], dtype=np.int64, count=n),
+                source)
+
     def finish(self) -> BlockTrace:
+        if self._segments:
+            self._flush()
+            pipe, name, start, end, nbytes, elements, source = (np.concatenate(c) for c in zip(*self._segments))
+            duration = max(self.free.values()) if self.free else 0.0
+            return BlockTrace(pipe, name, start, end, nbytes, elements, source, self.hbm_read_bytes,
+                              self.hbm_write_bytes, self.vector_repeats, float(duration))
         events = self.events
         n = len(events)
         if n:

@@ -74,7 +74,7 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
     best = None
     for i in range(starts):
         x0 = x_base if i == 0 else x_base + rng.normal(0, 1.0, len(free))
-        sol = least_squares(residual, x0, diff_step=1e-3, x_scale=1.0, max_nfev=200)
+        sol = least_squares(residual, x0, diff_step=0.02, x_scale=1.0, max_nfev=300)
         if best is None or sol.cost < best.cost:
             best = sol
     values = np.exp(best.x)

@@ -92,6 +92,14 @@ def looping_block_classes(block_dim, gate_gm, indices_gm, weights_gm, tiling_byt
     return labels
 
 
+def _iteration_key(t: MoeGatingTiling, my_tiles: list[int]):
+    """What makes one loop iteration's work differ: this tile's points and the next one's (the
+    prefetch), or no next tile at all."""
+    points = tile_points(t)
+    mine = [int(points[i]) for i in my_tiles] + [0]
+    return lambda j: (mine[j], mine[j + 1])
+
+
 # ---- copy helpers shared by v1 and v2 --------------------------------------------------------
 def _tile_rows(t: MoeGatingTiling, tile: int) -> tuple[int, int]:
     b0, _b1, s0, s1 = t.tile_range(tile)
@@ -152,7 +160,8 @@ def _v2_body(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync: bool)
         scores_q.enque(scores)
 
     copy_in(my_tiles[0])
-    for j, tile in enumerate(my_tiles):
+    for j in ctx.tile_loop(len(my_tiles), key=_iteration_key(t, my_tiles)):
+        tile = my_tiles[j]
         first_row, points = _tile_rows(t, tile)
         if j + 1 < len(my_tiles) and not bad_sync:
             copy_in(my_tiles[j + 1])        # prefetch: MTE2 loads tile j+1 while S computes tile j

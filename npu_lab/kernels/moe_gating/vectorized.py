@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...lang import npu_kernel
-from .fused import looping_block_classes
+from .fused import _iteration_key, looping_block_classes
 from .tiling import MoeGatingTiling
 
 LOG2E = float(np.log2(np.e))
@@ -129,7 +129,8 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
         scores_q.enque(scores)
 
     copy_in(my_tiles[0])
-    for j, tile in enumerate(my_tiles):
+    for j in ctx.tile_loop(len(my_tiles), key=_iteration_key(t, my_tiles)):
+        tile = my_tiles[j]
         first, points = rows_of(tile)
         scores = scores_q.deque()
         if half:

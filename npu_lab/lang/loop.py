@@ -1,0 +1,179 @@
+"""``ctx.tile_loop``: a kernel's loop over tiles, fast-forwarded in timing-only runs.
+
+A block that loops over thousands of identical tiles settles into a steady state: after a few
+iterations every pipe's clock, every pending flag and every queue slot moves by the same period
+per iteration (or per two iterations, with two buffers). From then on the future is a shifted
+copy of the past — the pipe rules are max-plus and shift-invariant, and costs are whole cycles,
+so this is exact, not an approximation. A timing-only run detects that and jumps ahead: it shifts
+the state, copies the last period's events and counters, and resumes at the first iteration
+whose work differs (a tail tile, the last iteration without a prefetch). A full run executes
+every iteration (it needs the numbers), and tests check both give the same timeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class _Snapshot:
+    j: int
+    structure: tuple
+    owners: list          # per time entry: the pipe whose clock makes it stale when behind
+    raw: np.ndarray
+    canonical: np.ndarray
+    region_times: np.ndarray
+    events: int
+    pipe_events: dict
+    issue_bound: int
+    counters: np.ndarray
+
+
+class LoopOps:
+    """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
+
+    def tile_loop(self, count: int, key=None):
+        """Iterate ``j = 0 .. count-1``. ``key(j)`` must return a value that is equal for two
+        iterations exactly when they issue the same instructions with the same sizes (e.g. the
+        tile's point count and whether a next tile is prefetched). Without ``key`` every
+        iteration is assumed identical."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise ValueError(f"tile_loop count must be a whole number >= 0, got {count!r}")
+        if not self.timing_only or count < 4:
+            yield from range(count)
+            return
+        keys = [key(j) for j in range(count)] if key is not None else [None] * count
+        history: list[_Snapshot] = []
+        j = 0
+        while j < count:
+            history.append(self._loop_snapshot(j))
+            del history[:-3]
+            skipped = self._fast_forward(j, count, keys, history)
+            if skipped:
+                j += skipped
+                history.clear()
+                continue
+            yield j
+            j += 1
+
+    # ---- state -------------------------------------------------------------------------
+    def _loop_snapshot(self, j: int) -> _Snapshot:
+        """Everything that decides future instruction times. Each time entry is paired with
+        the pipe that consumes it: an entry at or before that pipe's clock can no longer delay
+        anything, so it is clamped to the clock (the canonical form) before comparing."""
+        core = self.core
+        pipes = core.pipes
+        structure = [len(self.ub.held), tuple(sorted((k, len(v)) for k, v in core.flags.items() if v))]
+        owners = list(pipes) + list(pipes)
+        raw = [core.free[p] for p in pipes] + [core.floor[p] for p in pipes]
+        for key in sorted(core.flags):
+            owners.extend([key[1]] * len(core.flags[key]))
+            raw.extend(core.flags[key])
+        for q in self.pipe.queues:
+            structure.append((q._next, tuple(s.in_use for s in q._slots),
+                              tuple(q._slots.index(slot) for _, slot, _ in q._ready)))
+            owners.extend([q.producer] * len(q._slots))
+            raw.extend(s.freed_at for s in q._slots)
+            owners.extend([q.consumer] * len(q._ready))
+            raw.extend(t for _, _, t in q._ready)
+        raw = np.array(raw, dtype=np.float64)
+        clocks = np.array([core.free[p] for p in owners], dtype=np.float64)
+        n = len(pipes)
+        canonical = raw.copy()
+        canonical[n:] = np.maximum(raw[n:], clocks[n:])      # free times stay as they are
+        region_times = np.array([(r.write_end, r.read_end) for r in self.ub.held],
+                                dtype=np.float64).reshape(-1)
+        counters = np.array([core.hbm_read_bytes, core.hbm_write_bytes, core.vector_repeats], dtype=np.int64)
+        return _Snapshot(j, tuple(structure), owners, raw, canonical, region_times, core.event_count(),
+                         dict(core.pipe_events), core.issue_bound, counters)
+
+    def _fast_forward(self, j: int, count: int, keys, history) -> int:
+        now = history[-1]
+        for d in (1, 2):
+            if len(history) < d + 1:
+                continue
+            prev = history[-1 - d]
+            if prev.j != j - d or prev.structure != now.structure:
+                continue
+            shifts = self._steady_shifts(prev, now)
+            if shifts is None:
+                continue
+            run = 0
+            while j + run < count and keys[j + run] == keys[j - d + run % d]:
+                run += 1
+            copies = run // d
+            if copies < 1:
+                continue
+            self._apply_shift(prev, now, copies, shifts)
+            return copies * d
+        return 0
+
+    def _steady_shifts(self, prev: _Snapshot, now: _Snapshot):
+        """Per-entry shift over one period if the loop is in a steady state, else None.
+
+        Steady: every entry that moved, moved by the same period p — except the scalar clock,
+        which may fall behind (move less) when no instruction in the period waited for it;
+        entries that did not move belong to pipes that were idle in the period."""
+        delta = now.canonical - prev.canonical
+        active = {p for p in self.core.pipes if now.pipe_events[p] != prev.pipe_events[p]}
+        moving = delta != 0
+        if not moving.any():
+            return None
+        scalar = np.array([o == "S" for o in now.owners])
+        others = np.flatnonzero(moving & ~scalar)
+        if len(others) == 0:
+            return None
+        period = delta[others[0]]
+        if period <= 0 or not np.all(delta[others] == period):
+            return None
+        for i in np.flatnonzero(~moving):
+            if now.owners[i] in active:
+                return None
+        s_delta = delta[self.core.pipes.index("S")]
+        if not np.all(delta[scalar & moving] == s_delta):
+            return None
+        if s_delta != period:
+            # the scalar unit runs ahead of nothing: it only issues, nobody waited for it
+            scalar_idle = "S" not in active and now.issue_bound == prev.issue_bound
+            if not (0 <= s_delta < period and scalar_idle):
+                return None
+        return np.where(moving, delta, 0.0), period
+
+    def _apply_shift(self, prev: _Snapshot, now: _Snapshot, copies: int, shifts) -> None:
+        per_entry, period = shifts
+        total = per_entry * copies
+        core = self.core
+        pipes = core.pipes
+        n = len(pipes)
+        for i, p in enumerate(pipes):
+            core.free[p] += total[i]
+            core.floor[p] += total[n + i]
+        i = 2 * n
+        for key in sorted(core.flags):
+            pending = core.flags[key]
+            for k in range(len(pending)):
+                pending[k] += total[i]
+                i += 1
+        for q in self.pipe.queues:
+            for slot in q._slots:
+                slot.freed_at += total[i]
+                i += 1
+            ready = list(q._ready)
+            q._ready.clear()
+            for tensor, slot, when in ready:
+                q._ready.append((tensor, slot, when + total[i]))
+                i += 1
+        moved = (now.region_times != prev.region_times).reshape(-1, 2).any(axis=1)
+        for region, m in zip(self.ub.held, moved):
+            if m:
+                region.write_end += copies * period
+                region.read_end += copies * period
+        for p in pipes:
+            core.pipe_events[p] += (now.pipe_events[p] - prev.pipe_events[p]) * copies
+        delta = (now.counters - prev.counters) * copies
+        core.hbm_read_bytes += int(delta[0])
+        core.hbm_write_bytes += int(delta[1])
+        core.vector_repeats += int(delta[2])
+        core.replicate_events(prev.events, copies, period)
