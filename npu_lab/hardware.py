@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -209,12 +210,12 @@ def _validate(spec: HardwareSpec) -> None:
         raise HardwareSpecError("name must be a non-empty string")
     for name in FIELD_DOCS:
         value = getattr(spec, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise HardwareSpecError(f"{name} must be a number ({FIELD_DOCS[name][0]}), got {value!r}")
-        if name in _INT_FIELDS and int(value) != value:
-            raise HardwareSpecError(f"{name} must be a whole number, got {value!r}")
         if not math.isfinite(value):
             raise HardwareSpecError(f"{name} must be finite, got {value!r}")
+        if name in _INT_FIELDS and int(value) != value:
+            raise HardwareSpecError(f"{name} must be a whole number, got {value!r}")
     positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps",
                 "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes"]
     for name in positive:

@@ -119,6 +119,13 @@ _PRESETS = {"ascend-910b2": ascend_910b2, "ascend-310p3": ascend_310p3, "article
 _ALIASES = {"910b2": "ascend-910b2", "910b": "ascend-910b2", "310p3": "ascend-310p3", "310p": "ascend-310p3"}
 
 
+class UnknownPresetError(KeyError, ValueError):
+    """No preset has that name (the message lists the known ones)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def list_presets() -> list[str]:
     return list(_PRESETS)
 
@@ -131,7 +138,7 @@ def get_preset(name: str) -> HardwareSpec:
         raise TypeError(f"preset name must be a string, got {type(name).__name__}")
     key = _ALIASES.get(name.strip().lower(), name.strip().lower())
     if key not in _PRESETS:
-        raise KeyError(f"unknown chip preset {name!r}; known presets: {', '.join(_PRESETS)}")
+        raise UnknownPresetError(f"unknown chip preset {name!r}; known presets: {', '.join(_PRESETS)}")
     return _PRESETS[key]()
 
 
@@ -139,12 +146,10 @@ def compare_presets(names=("ascend-910b2", "ascend-310p3")):
     """Side-by-side table of presets: value and provenance per field."""
     import pandas as pd
 
-    frames = {}
+    first = get_preset(names[0]).table()
+    frames = {("unit", ""): first["unit"]}
     for name in names:
         t = get_preset(name).table()
         frames[(name, "value")] = t["value"]
         frames[(name, "provenance")] = t["provenance"]
-    first = get_preset(names[0]).table()
-    out = pd.DataFrame(frames)
-    out.insert(0, "unit", first["unit"])
-    return out
+    return pd.DataFrame(frames)

@@ -95,6 +95,10 @@ def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalT
         z_out.free_tensor(z)
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910b2",
                block_dim: int | None = None, tile_len: int = 2048, num_buffers: int = 2,
                timing_only: bool = False):
@@ -118,10 +122,13 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
             if arr.dtype != np.float32:
                 raise TypeError(f"{name} must be float32, got {arr.dtype}; use arr.astype(np.float32)")
         n = xs.size
-    if not isinstance(num_buffers, int) or num_buffers not in (1, 2):
+    if not _is_int(num_buffers) or num_buffers not in (1, 2):
         raise ValueError(f"num_buffers must be 1 (single) or 2 (double buffering), got {num_buffers!r}")
-    if not isinstance(tile_len, int) or tile_len < 8 or tile_len % 8:
+    if not _is_int(tile_len) or tile_len < 8 or tile_len % 8:
         raise ValueError(f"tile_len must be a multiple of 8 elements (32 bytes) and >= 8, got {tile_len!r}")
+    num_buffers, tile_len = int(num_buffers), int(tile_len)
+    if block_dim is not None and (not _is_int(block_dim) or block_dim < 1):
+        raise ValueError(f"block_dim must be a whole number >= 1 (or None for one block per core), got {block_dim!r}")
     need = 3 * num_buffers * tile_len * 4
     if need > hw.ub_bytes:
         largest = (hw.ub_bytes // (3 * num_buffers * 4)) // 8 * 8
@@ -129,7 +136,7 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
                          f"(3 queues); {hw.name} has {hw.ub_bytes} B. Largest tile_len: {largest}")
     if block_dim is None:
         block_dim = min(hw.vector_cores, -(-n // tile_len))
-    block_len = -(-n // block_dim)
+    block_len = -(-n // int(block_dim))
     tiling = ScaledAddTiling(n, block_len, tile_len, num_buffers)
     gm = lambda arr, name, size: (GlobalTensor.empty(size, np.float32, name, timing_only=True)
                                   if arr is None or timing_only else GlobalTensor.from_array(arr, name))

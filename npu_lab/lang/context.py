@@ -66,18 +66,22 @@ class KernelContext(VectorOps, LoopOps):
         for t in reads:
             if isinstance(t, LocalTensor):
                 r = t.region
-                if start < r.write_end and r.write_pipe != pipe:
-                    self._race(name, pipe, start, t, f"{r.write_pipe} is still writing it until {r.write_end:.0f}")
-                if end > r.read_end:
-                    r.read_end, r.read_pipe = end, pipe
+                lo, hi = t.byte_range
+                hit = r.conflict(r.writes, lo, hi, start, pipe)
+                if hit:
+                    self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
+                r.record_read(lo, hi, end, pipe)
         for t in writes:
             if isinstance(t, LocalTensor):
                 r = t.region
-                if start < r.read_end and r.read_pipe != pipe:
-                    self._race(name, pipe, start, t, f"{r.read_pipe} is still reading it until {r.read_end:.0f}")
-                if start < r.write_end and r.write_pipe != pipe:
-                    self._race(name, pipe, start, t, f"{r.write_pipe} is still writing it until {r.write_end:.0f}")
-                r.write_end, r.write_pipe = end, pipe
+                lo, hi = t.byte_range
+                hit = r.conflict(r.reads, lo, hi, start, pipe)
+                if hit:
+                    self._race(name, pipe, start, t, f"{hit[1]} is still reading it until {hit[0]:.0f}")
+                hit = r.conflict(r.writes, lo, hi, start, pipe)
+                if hit:
+                    self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
+                r.record_write(lo, hi, end, pipe)
         return start, end
 
     def _race(self, name, pipe, start, tensor, why):

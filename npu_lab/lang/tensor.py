@@ -73,20 +73,38 @@ class GlobalTensor:
 
 
 class UbRegion:
-    """A 32-byte aligned piece of Unified Buffer and its hazard clock (cycles)."""
+    """A 32-byte aligned piece of Unified Buffer and its hazard record: for byte ranges of it,
+    which pipe last wrote / read them and until when (cycles). Ranges are tracked separately, so
+    two halves of one buffer can be used by two pipes at once (a manual ping-pong)."""
 
-    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "write_end", "write_pipe",
-                 "read_end", "read_pipe")
+    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads")
 
     def __init__(self, name: str, offset_bytes: int, nbytes: int, storage: np.ndarray | None):
         self.name = name
         self.offset_bytes = offset_bytes
         self.nbytes = nbytes
         self.storage = storage  # uint8 bytes, or None in timing-only runs
-        self.write_end = 0.0
-        self.write_pipe = ""
-        self.read_end = 0.0
-        self.read_pipe = ""
+        self.writes: list[tuple[int, int, float, str]] = []   # (lo, hi, end, pipe)
+        self.reads: list[tuple[int, int, float, str]] = []
+
+    @staticmethod
+    def conflict(entries, lo: int, hi: int, start: float, pipe: str):
+        """The first entry overlapping [lo, hi) on another pipe that ends after ``start``."""
+        for e_lo, e_hi, e_end, e_pipe in entries:
+            if e_lo < hi and lo < e_hi and start < e_end and e_pipe != pipe:
+                return e_end, e_pipe
+        return None
+
+    def record_read(self, lo: int, hi: int, end: float, pipe: str) -> None:
+        # an older read of the same pipe inside this range ends no later: forget it
+        self.reads = [e for e in self.reads if not (e[3] == pipe and lo <= e[0] and e[1] <= hi)]
+        self.reads.append((lo, hi, end, pipe))
+
+    def record_write(self, lo: int, hi: int, end: float, pipe: str) -> None:
+        # everything inside the range is overwritten (its users were checked to be done)
+        self.reads = [e for e in self.reads if not (lo <= e[0] and e[1] <= hi)]
+        self.writes = [e for e in self.writes if not (lo <= e[0] and e[1] <= hi)]
+        self.writes.append((lo, hi, end, pipe))
 
 
 class LocalTensor:
@@ -112,6 +130,11 @@ class LocalTensor:
     @property
     def nbytes(self) -> int:
         return self.count * self.dtype.itemsize
+
+    @property
+    def byte_range(self) -> tuple[int, int]:
+        lo = self.offset * self.dtype.itemsize
+        return lo, lo + self.count * self.dtype.itemsize
 
     @property
     def data(self) -> np.ndarray | None:

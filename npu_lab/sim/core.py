@@ -92,7 +92,7 @@ class CoreState:
 
     def __init__(self, pipes: tuple[str, ...], scalar_issue_cycles: float):
         self.pipes = pipes
-        self.scalar_issue_cycles = float(math.ceil(scalar_issue_cycles))  # whole cycles
+        self.scalar_issue_cycles = float(math.ceil(round(scalar_issue_cycles, 6)))  # whole cycles
         self.free = dict.fromkeys(pipes, 0.0)   # end of the last instruction on each pipe
         self.floor = dict.fromkeys(pipes, 0.0)  # earliest start of the next one (waited flags)
         self.flags: dict[tuple[str, str], deque] = {}

@@ -28,7 +28,7 @@ def round_up(value: int, multiple: int) -> int:
 def dma_cycles(hw: HardwareSpec, nbytes: int, bytes_per_cycle: float) -> float:
     """latency + bytes / bandwidth, bytes rounded up to whole 32-byte blocks."""
     moved = round_up(int(nbytes), hw.block_bytes)
-    return float(math.ceil(hw.dma_latency_cycles + moved / bytes_per_cycle))
+    return whole_cycles(hw.dma_latency_cycles + moved / bytes_per_cycle)
 
 
 def vector_repeats(hw: HardwareSpec, nbytes: int) -> int:
@@ -46,20 +46,20 @@ def vector_cycles(hw: HardwareSpec, kind: str, nbytes: int) -> tuple[float, int]
         raise ValueError(f"unknown vector cost kind {kind!r}; known: {sorted(VECTOR_COST_FIELD)}") from None
     repeats = vector_repeats(hw, nbytes)
     instructions = math.ceil(repeats / hw.max_repeat)
-    return float(math.ceil(instructions * hw.vector_issue_cycles + repeats * per_repeat)), repeats
+    return whole_cycles(instructions * hw.vector_issue_cycles + repeats * per_repeat), repeats
 
 
 def scalar_cycles(hw: HardwareSpec, ops: int = 0, ub_accesses: int = 0, exps: int = 0) -> float:
-    return float(math.ceil(ops * hw.scalar_op_cycles + ub_accesses * hw.scalar_ub_access_cycles
-                           + exps * hw.scalar_exp_cycles))
+    return whole_cycles(ops * hw.scalar_op_cycles + ub_accesses * hw.scalar_ub_access_cycles
+                        + exps * hw.scalar_exp_cycles)
 
 
 def mmad_cycles(hw: HardwareSpec, m: int, n: int, k: int, dtype_scale: float = 1.0) -> tuple[float, int]:
     """Cube MMAD of [m,k]x[k,n]: 16x16x16 fractals; fp32 runs at 1/4 rate (dtype_scale=4)."""
     fractals = math.ceil(m / 16) * math.ceil(n / 16) * math.ceil(k / 16)
-    return float(math.ceil(fractals * hw.cube_fractal_cycles * dtype_scale)), fractals
+    return whole_cycles(fractals * hw.cube_fractal_cycles * dtype_scale), fractals
 
 
 def whole_cycles(cycles: float) -> float:
-    """Round a duration up to whole cycles."""
-    return float(math.ceil(cycles))
+    """Round a duration up to whole cycles (ignoring float noise: 126.00000000000001 -> 126)."""
+    return float(math.ceil(round(cycles, 6)))

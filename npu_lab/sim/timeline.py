@@ -19,6 +19,9 @@ from ..hardware import HardwareSpec
 from .core import ALL_PIPES, PIPE_CODE, BlockTrace
 
 COMPUTE_PIPES = ("S", "V", "M")
+EVENT_DTYPES = {"launch": "int64", "core": "int64", "block": "int64", "pipe": "object", "name": "object",
+                "start_us": "float64", "end_us": "float64", "bytes": "int64", "elements": "int64",
+                "source": "object", "code": "object"}
 MEMORY_PIPES = ("MTE2", "MTE3", "MTE1", "FIX")
 
 
@@ -71,6 +74,14 @@ class LaunchRecord:
                 total[pipe] += busy * count
         return total
 
+    def busy_cycles_by_core(self) -> np.ndarray:
+        """[cores, len(ALL_PIPES)] busy cycles of each pipe of each core."""
+        per_class = np.array([[t.busy_cycles_by_pipe()[p] for p in ALL_PIPES] for t in self.traces])
+        out = np.zeros((self.hw.cores(self.core_type), len(ALL_PIPES)))
+        if self.block_dim:
+            np.add.at(out, self.block_core, per_class[self.block_class])
+        return out
+
 
 @dataclass
 class Timeline:
@@ -119,6 +130,15 @@ class Timeline:
                 out[pipe] += l.hw.cycles_to_us(cycles)
         return out
 
+    def busy_us_by_core(self) -> np.ndarray:
+        """[cores, len(ALL_PIPES)] busy µs of each pipe of each core, summed over launches."""
+        cores = self.core_count() if self.launches else 0
+        out = np.zeros((cores, len(ALL_PIPES)))
+        for l in self.launches:
+            per = l.hw.cycles_to_us(l.busy_cycles_by_core())
+            out[: len(per)] += per
+        return out
+
     def core_count(self) -> int:
         return max(l.hw.cores(l.core_type) for l in self.launches)
 
@@ -156,10 +176,12 @@ class Timeline:
         if total <= 0:
             return "launch", "nothing ran"
         launch_share = self.launch_overhead_us / total
-        busy = self.busy_us_by_pipe()
-        cores = self.core_count()
-        mem = max(busy[p] for p in MEMORY_PIPES) / (cores * total)
-        comp = max(busy[p] for p in COMPUTE_PIPES) / (cores * total)
+        by_core = self.busy_us_by_core()           # judge the busiest core, not the average
+        mem_idx = [PIPE_CODE[p] for p in MEMORY_PIPES]
+        comp_idx = [PIPE_CODE[p] for p in COMPUTE_PIPES]
+        mem = float(by_core[:, mem_idx].max()) / total
+        comp = float(by_core[:, comp_idx].max()) / total
+        busy = dict(zip(ALL_PIPES, by_core.max(axis=0)))
         hbm_share = self.achieved_bandwidth_gbps / self.hw.hbm_bandwidth_gbps
         floors = [l for l in self.launches if l.floor_cycles >= l.body_cycles and l.floor_cycles > 0]
         if launch_share >= 0.5:
@@ -168,14 +190,14 @@ class Timeline:
         if floors:
             return "memory" if "HBM" in floors[0].floor_reason else "compute", floors[0].floor_reason
         if mem >= comp and (mem >= 0.4 or hbm_share >= 0.6):
-            return "memory", (f"DMA pipes busy {mem:.0%} of core-time; HBM at {hbm_share:.0%} "
-                              f"of {self.hw.hbm_bandwidth_gbps:.0f} GB/s")
+            return "memory", (f"the busiest core's DMA pipe is busy {mem:.0%} of the time; HBM at "
+                              f"{hbm_share:.0%} of {self.hw.hbm_bandwidth_gbps:.0f} GB/s")
         if comp > mem and comp >= 0.4:
             pipe = max(COMPUTE_PIPES, key=lambda p: busy[p])
-            return "compute", f"pipe {pipe} busy {comp:.0%} of core-time"
-        return "sync", (f"no pipe is busy most of the time (DMA {mem:.0%}, compute {comp:.0%}, "
-                        f"launch {launch_share:.0%}): cores wait on each other, on flags or on "
-                        "block dispatch")
+            return "compute", f"pipe {pipe} of the busiest core is busy {comp:.0%} of the time"
+        return "sync", (f"no pipe of any core is busy most of the time (DMA {mem:.0%}, compute "
+                        f"{comp:.0%}, launch {launch_share:.0%}): pipes wait on each other, on "
+                        "flags or on block dispatch")
 
     # ---- events -----------------------------------------------------------------------
     def events(self, max_blocks: int | None = None):
@@ -184,7 +206,7 @@ class Timeline:
         ``max_blocks`` keeps only the first blocks of each launch (for plotting huge runs)."""
         import pandas as pd
 
-        frames = []
+        frames = [pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_DTYPES.items()})]
         offset_cycles = 0.0
         for li, l in enumerate(self.launches):
             to_us = l.hw.cycles_to_us

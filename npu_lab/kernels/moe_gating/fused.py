@@ -84,9 +84,23 @@ def one_tile_per_block_classes(block_dim, gate_gm, indices_gm, weights_gm, tilin
     return tile_points(MoeGatingTiling.unpack(tiling_bytes))[:block_dim]
 
 
+def tile_order(t: MoeGatingTiling) -> np.ndarray:
+    """The order in which looping blocks deal out tiles: full tiles first, short tail tiles last.
+    Dealt round-robin, the short tiles then land on the blocks that got fewer full tiles, so a
+    static assignment packs as well as the hardware's dynamic block scheduler does."""
+    points = tile_points(t)
+    return np.argsort(points < t.tileBS, kind="stable")
+
+
+def block_tiles(t: MoeGatingTiling, block_idx: int, block_dim: int) -> list[int]:
+    """Tile indices block ``block_idx`` of ``block_dim`` processes, in order."""
+    return tile_order(t)[block_idx::block_dim].tolist()
+
+
 def looping_block_classes(block_dim, gate_gm, indices_gm, weights_gm, tiling_bytes, *args, **kw):
     """A looping block's work is the sequence of its tiles' sizes."""
-    points = tile_points(MoeGatingTiling.unpack(tiling_bytes))
+    t = MoeGatingTiling.unpack(tiling_bytes)
+    points = tile_points(t)[tile_order(t)]
     seqs = [points[b::block_dim].tobytes() for b in range(block_dim)]
     _, labels = np.unique(np.array(seqs, dtype=object), return_inverse=True)
     return labels
@@ -147,7 +161,7 @@ def moe_gating_v1_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
 def _v2_body(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync: bool):
     t = MoeGatingTiling.unpack(tiling_bytes)
     E, K = t.E, t.K
-    my_tiles = list(range(ctx.get_block_idx(), t.totalTiles, ctx.get_block_num()))
+    my_tiles = block_tiles(t, ctx.get_block_idx(), ctx.get_block_num())
     # UB as budgeted for "v2": two slots per queue
     scores_q = ctx.pipe.init_queue("VECIN", 2, t.tileBS * E * 4, "scores", consumer="S")
     values_q = ctx.pipe.init_queue("VECOUT", 2, t.tileBS * K * 4, "topk_values", producer="S")

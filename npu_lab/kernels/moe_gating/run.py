@@ -18,7 +18,7 @@ from ...hardware import HardwareSpec
 from ...lang import GlobalTensor, launch
 from ...presets import get_preset
 from ...sim.timeline import Timeline
-from .discrete import run_discrete_chain
+from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel
 from .reference import _check_k, _raise_on_nonfinite
 from .tiling import MoeGatingTiling, calculate_moe_gating_tiling, moe_ub_bytes
@@ -67,11 +67,17 @@ def _hw(hw) -> HardwareSpec:
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
                     tile_s: int | None = None) -> tuple[MoeGatingTiling | None, int]:
     """(tiling, block_dim) the host would choose. v1 launches one block per tile; v2/v3 launch
-    min(cores, tiles) blocks that loop. ``tile_s=None`` applies the article's rule."""
+    min(cores, tiles) blocks that loop. ``tile_s=None`` applies the article's rule. The discrete
+    chain has no MoeGatingTiling (None) and launches min(cores, row tiles) blocks per kernel."""
     version = _check_version(version)
     hw = _hw(hw)
     if version == "discrete":
-        return None, 0
+        # the framework's generic kernels pick their own row tiling: tileS does not apply
+        if tile_s is not None and (isinstance(tile_s, bool) or not isinstance(tile_s, (int, np.integer))
+                                   or tile_s < 1):
+            raise ValueError(f"tile_s must be >= 1 (and is ignored by the discrete chain); got {tile_s!r}")
+        t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
+        return None, min(hw.vector_cores, t.tiles)
     tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
     block_dim = tiling.totalTiles if version == "v1" else min(hw.vector_cores, tiling.totalTiles)
     return tiling, block_dim
@@ -83,9 +89,9 @@ def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
 
 
 def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_only):
-    if version == "discrete":
-        return run_discrete_chain(gate_gm, idx_gm, wgt_gm, B * S, E, K, hw, timing_only), None, 0
     tiling, block_dim = plan_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=tile_s)
+    if version == "discrete":
+        return run_discrete_chain(gate_gm, idx_gm, wgt_gm, B * S, E, K, hw, timing_only), None, block_dim
     timeline = launch(_KERNELS[version], block_dim, gate_gm, idx_gm, wgt_gm, tiling.pack(), hw=hw,
                       timing_only=timing_only, name=f"MoeGatingTopK {version}")
     return timeline, tiling, block_dim
@@ -129,6 +135,8 @@ def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", 
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     K = _check_k(K, E)
+    if np.dtype(dtype) not in (np.float32, np.float16):
+        raise TypeError(f"dtype must be float32 or float16 (the device's logit types); got {np.dtype(dtype)}")
     gate_gm = GlobalTensor.empty(B * S * E, dtype, "gate_logits", timing_only=True)
     idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices", timing_only=True)
     wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights", timing_only=True)

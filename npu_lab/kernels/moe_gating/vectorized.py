@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...lang import npu_kernel
-from .fused import _iteration_key, looping_block_classes
+from .fused import _iteration_key, block_tiles, looping_block_classes
 from .tiling import MoeGatingTiling
 
 LOG2E = float(np.log2(np.e))
@@ -102,7 +102,7 @@ def _topk_softmax_tile(ctx, scores, values, indices, tmp, points: int, E: int, K
 def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
     t = MoeGatingTiling.unpack(tiling_bytes)
     E, K, T = t.E, t.K, t.tileBS
-    my_tiles = list(range(ctx.get_block_idx(), t.totalTiles, ctx.get_block_num()))
+    my_tiles = block_tiles(t, ctx.get_block_idx(), ctx.get_block_num())
     scores_q = ctx.pipe.init_queue("VECIN", 2, T * E * 4, "scores")
     values_q = ctx.pipe.init_queue("VECOUT", 2, T * K * 4, "topk_values")
     indices_q = ctx.pipe.init_queue("VECOUT", 2, T * K * 4, "topk_indices")
