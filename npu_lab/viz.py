@@ -131,13 +131,25 @@ def _timeline_title(timeline: Timeline, title, note: str) -> str:
     return f"{title} <span style='font-size:0.8em'>({note})</span>" if note else title
 
 
-def _timeline_layout(rows, title: str) -> dict:
+def _end_marker(timeline: Timeline) -> tuple[list, dict]:
+    """A dotted line where the whole run ends (later than the shown cores when blocks on other
+    cores start later), and the x range that shows it."""
+    end = timeline.total_us
+    shape = dict(type="line", x0=end, x1=end, yref="paper", y0=0, y1=1,
+                 line=dict(color="#444444", width=1, dash="dot"))
+    return [shape], dict(range=[0, end * 1.02])
+
+
+def _timeline_layout(rows, title: str, timeline: Timeline) -> dict:
+    shapes, x_range = _end_marker(timeline)
     return dict(
+        shapes=shapes,
         title=dict(text=title, x=0.01, xanchor="left"),
         barmode="overlay", bargap=0.25,
         height=max(260, 110 + _ROW_PX * len(rows)),
         margin=dict(l=10, r=10, t=50, b=40),
-        xaxis=dict(title=dict(text="time (\u00b5s from launch)"), rangemode="tozero", zeroline=False),
+        xaxis=dict(title=dict(text="time (\u00b5s from launch; dotted: end of the run)"),
+                   zeroline=False, **x_range),
         yaxis=dict(type="category", categoryorder="array", categoryarray=rows,
                    autorange="reversed", automargin=True),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
@@ -173,14 +185,13 @@ def timeline_figure(timeline: Timeline, *, max_blocks: int | None = None, max_co
         meaning = "launch overhead" if key == HOST else PIPE_MEANING.get(key, key)
         traces.append(go.Bar(
             name=key if key != HOST else "launch", orientation="h", **d,
-            marker=dict(color=PIPE_COLOURS.get(key, "#999999"), line=dict(width=0)),
+            marker=dict(color=PIPE_COLOURS.get(key, "#999999"), line=dict(width=0.5, color="rgba(0,0,0,0.4)")),
             hovertemplate=_HOVER, meta=dict(pipe=key, meaning=meaning)))
-    layout = _timeline_layout(rows, _timeline_title(timeline, title, note))
-    fig_cls = go.FigureWidget if widget else go.Figure
-    fig = fig_cls(data=traces, layout=layout)
-    fig.layout.meta = dict(kind="timeline", max_blocks=max_blocks, max_cores=int(max_cores),
-                           custom_title=title)
-    return fig
+    layout = _timeline_layout(rows, _timeline_title(timeline, title, note), timeline)
+    # everything in the constructor: Voila does not show layout changes made before display
+    layout["meta"] = dict(kind="timeline", max_blocks=max_blocks, max_cores=int(max_cores),
+                          custom_title=title)
+    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
 
 
 def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None):
@@ -209,6 +220,9 @@ def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None)
         fig.layout.yaxis.categoryarray = rows
         fig.layout.height = max(260, 110 + _ROW_PX * len(rows))
         fig.layout.title.text = _timeline_title(timeline, title, note)
+        shapes, x_range = _end_marker(timeline)
+        fig.layout.shapes = shapes
+        fig.layout.xaxis.range = x_range["range"]
     return fig
 
 

@@ -36,6 +36,10 @@ def tile_len_for(n: int, hw: HardwareSpec, tiles_per_core: int) -> int:
     return max(8, math.ceil(math.ceil(per_core / tiles_per_core) / 8) * 8)
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def _chip_options() -> list[tuple[str, str]]:
     options = []
     for name in list_presets():
@@ -66,7 +70,14 @@ class BuffersExplorer(W.VBox):
             chip_options = [(key, key)] + chip_options
             chip_value = key
         else:
-            chip_value = get_preset(hw).name
+            spec = get_preset(hw)
+            keys = [key for _, key in chip_options if get_preset(key).name == spec.name]
+            if keys:
+                chip_value = keys[0]
+            else:  # a preset missing from the list (its data file failed to load, say)
+                chip_value = f"{spec.name} (custom)"
+                self._custom[chip_value] = spec
+                chip_options = [(chip_value, chip_value)] + chip_options
         self.n = n
         self.buffers = W.ToggleButtons(options=[("1 buffer", 1), ("2 buffers", 2)], value=buffers,
                                        description="queues:", style={"button_width": "90px"})
@@ -91,7 +102,8 @@ class BuffersExplorer(W.VBox):
         return self._custom.get(self.chip.value) or get_preset(self.chip.value)
 
     def _title(self) -> str:
-        return f"scaled_add, n = {self.n:,}, {self.buffers.value} buffer(s), {self.tiles.value} tile(s)/core"
+        b, t = self.buffers.value, self.tiles.value
+        return f"scaled_add, n = {self.n:,}, {_plural(b, 'buffer')}, {_plural(t, 'tile')}/core"
 
     def _run(self, buffers: int | None = None):
         """(timeline, None) or (None, the library's error message)."""
@@ -110,8 +122,8 @@ class BuffersExplorer(W.VBox):
         verdict, evidence = t.bottleneck()
         hw = t.hw
         tile_len = tile_len_for(self.n, hw, self.tiles.value)
-        compare = (f"{other_b} buffer(s): {other.total_us:.2f} \u00b5s" if other is not None
-                   else f"{other_b} buffer(s) does not fit")
+        compare = (f"{_plural(other_b, 'buffer')}: {other.total_us:.2f} \u00b5s" if other is not None
+                   else f"{_plural(other_b, 'buffer')}: does not fit")
         self.status.value = (
             f"<b>latency {t.total_us:.2f} \u00b5s</b> ({compare}) \u00b7 tile {tile_len} elements "
             f"= {tile_len * 4 / 1024:.1f} KB \u00b7 <b>{verdict}</b>-bound: {html.escape(evidence)}")

@@ -189,9 +189,9 @@ def test_exp_on_every_core_is_compute_bound():
 
 
 def test_serialised_pipes_are_sync_bound():
-    """Load, barrier, compute, barrier, store on every core and no launch overhead: no pipe is
+    """Load, barrier, compute, barrier, store on every core and no launch or dispatch overhead: no pipe is
     busy most of the time, the pipes wait on each other: 'sync'."""
-    hw = HW.replace(launch_overhead_us=0.0)
+    hw = HW.replace(launch_overhead_us=0.0, block_dispatch_us=0.0)
     src = GlobalTensor.empty(4096, np.float32, "src", timing_only=True)
     dst = GlobalTensor.empty(4096, np.float32, "dst", timing_only=True)
     tl = launch(serial_kernel, hw.vector_cores, src, dst, hw=hw, timing_only=True)
@@ -287,3 +287,14 @@ def test_empty_timeline_events_is_an_empty_frame():
     """events() of an empty Timeline is an empty frame with the usual columns."""
     df = Timeline.concat([]).events()
     assert len(df) == 0 and EVENT_COLUMNS <= set(df.columns)
+
+
+def test_many_tiny_blocks_are_dispatch_bound():
+    """A thousand one-point blocks: the task scheduler, handing out blocks one at a time, is the
+    bottleneck — the verdict says 'launch' and names the dispatch."""
+    from npu_lab.kernels.moe_gating import simulate_moe_gating
+
+    tl = simulate_moe_gating(1, 1024, 64, 2, version="v1", tile_s=1).timeline
+    verdict, evidence = tl.bottleneck()
+    assert verdict == "launch" and "one at a time" in evidence
+    assert 0 < tl.launches[0].dispatch_cycles < tl.launches[0].body_cycles

@@ -40,6 +40,12 @@ class LaunchRecord:
     overhead_cycles: float
     floor_cycles: float = 0.0    # chip-level roofline floor of the blocks' phase
     floor_reason: str = ""
+    undispatched_cycles: float = 0.0   # the blocks' phase if the scheduler dispatched for free
+
+    @property
+    def dispatch_cycles(self) -> float:
+        """How much longer the blocks' phase is because blocks are dispatched one at a time."""
+        return max(0.0, self.body_cycles - max(self.undispatched_cycles, self.floor_cycles))
 
     @cached_property
     def block_end(self) -> np.ndarray:
@@ -170,17 +176,23 @@ class Timeline:
         }
 
     def bottleneck(self) -> tuple[str, str]:
-        """('launch' | 'memory' | 'compute' | 'sync', evidence). Judged on the busiest core's
-        share of time: launch overhead first, then the busiest pipe class, else waiting."""
+        """('launch' | 'memory' | 'compute' | 'sync', evidence). Launch-bound when the launch
+        overhead is at least half the latency; otherwise judged on the busiest core's pipes over
+        the time after the overhead: memory (a DMA pipe ≥ 40% busy, or HBM ≥ 60% of peak),
+        compute (S, V or M ≥ 40% busy), else sync (pipes mostly wait on each other). Serial block
+        dispatch taking half the time after the overhead is launch-bound too."""
         total = self.total_us
         if total <= 0:
             return "launch", "nothing ran"
         launch_share = self.launch_overhead_us / total
-        by_core = self.busy_us_by_core()           # judge the busiest core, not the average
+        # judge the busiest core, over the time after the launch overhead (the overhead has its
+        # own verdict above)
+        body = max(total - self.launch_overhead_us, 1e-12)
+        by_core = self.busy_us_by_core()
         mem_idx = [PIPE_CODE[p] for p in MEMORY_PIPES]
         comp_idx = [PIPE_CODE[p] for p in COMPUTE_PIPES]
-        mem = float(by_core[:, mem_idx].max()) / total
-        comp = float(by_core[:, comp_idx].max()) / total
+        mem = float(by_core[:, mem_idx].max()) / body
+        comp = float(by_core[:, comp_idx].max()) / body
         busy = dict(zip(ALL_PIPES, by_core.max(axis=0)))
         hbm_share = self.achieved_bandwidth_gbps / self.hw.hbm_bandwidth_gbps
         floors = [l for l in self.launches if l.floor_cycles >= l.body_cycles and l.floor_cycles > 0]
@@ -189,12 +201,20 @@ class Timeline:
                               f"({len(self.launches)} launch(es))")
         if floors:
             return "memory" if "HBM" in floors[0].floor_reason else "compute", floors[0].floor_reason
+        dispatch_us = sum(l.hw.cycles_to_us(l.dispatch_cycles) for l in self.launches)
+        if dispatch_us >= 0.5 * body:
+            blocks = sum(l.block_dim for l in self.launches)
+            return "launch", (f"the task scheduler hands out {blocks} blocks one at a time, which "
+                              f"adds {dispatch_us:.1f} us, {dispatch_us / body:.0%} of the time after "
+                              "the launch overhead (fewer, bigger blocks would help)")
         if mem >= comp and (mem >= 0.4 or hbm_share >= 0.6):
-            return "memory", (f"the busiest core's DMA pipe is busy {mem:.0%} of the time; HBM at "
-                              f"{hbm_share:.0%} of {self.hw.hbm_bandwidth_gbps:.0f} GB/s")
+            latency_bound = "; many small copies: DMA latency, not bandwidth" if hbm_share < 0.1 else ""
+            return "memory", (f"the busiest core's DMA pipe is busy {mem:.0%} of the time after the "
+                              f"launch; HBM at {hbm_share:.0%} of {self.hw.hbm_bandwidth_gbps:.0f} GB/s"
+                              f"{latency_bound}")
         if comp > mem and comp >= 0.4:
             pipe = max(COMPUTE_PIPES, key=lambda p: busy[p])
-            return "compute", f"pipe {pipe} of the busiest core is busy {comp:.0%} of the time"
+            return "compute", f"pipe {pipe} of the busiest core is busy {comp:.0%} of the time after the launch"
         return "sync", (f"no pipe of any core is busy most of the time (DMA {mem:.0%}, compute "
                         f"{comp:.0%}, launch {launch_share:.0%}): pipes wait on each other, on "
                         "flags or on block dispatch")
