@@ -179,8 +179,9 @@ class Timeline:
         """('launch' | 'memory' | 'compute' | 'sync', evidence). Launch-bound when the launch
         overhead is at least half the latency; otherwise judged on the busiest core's pipes over
         the time after the overhead: memory (a DMA pipe ≥ 40% busy, or HBM ≥ 60% of peak),
-        compute (S, V or M ≥ 40% busy), else sync (pipes mostly wait on each other). Serial block
-        dispatch taking half the time after the overhead is launch-bound too."""
+        compute (S, V or M ≥ 40% busy), else sync (pipes mostly wait on each other). Pipes that
+        take turns (together busy ≥ 80% but none ≥ 60%) are sync-bound: overlap would help.
+        Serial block dispatch taking half the time after the overhead is launch-bound too."""
         total = self.total_us
         if total <= 0:
             return "launch", "nothing ran"
@@ -207,6 +208,11 @@ class Timeline:
             return "launch", (f"the task scheduler hands out {blocks} blocks one at a time, which "
                               f"adds {dispatch_us:.1f} us, {dispatch_us / body:.0%} of the time after "
                               "the launch overhead (fewer, bigger blocks would help)")
+        turns = float(by_core.sum(axis=1).max()) / body   # all pipes of the busiest core, added
+        if max(mem, comp) < 0.6 and hbm_share < 0.6 and turns >= 0.8:
+            return "sync", (f"the pipes take turns: on the busiest core DMA is busy {mem:.0%} and "
+                            f"compute {comp:.0%} of the time after the launch, hardly ever at once; "
+                            "overlapping them (double buffering) would help")
         if mem >= comp and (mem >= 0.4 or hbm_share >= 0.6):
             latency_bound = "; many small copies: DMA latency, not bandwidth" if hbm_share < 0.1 else ""
             return "memory", (f"the busiest core's DMA pipe is busy {mem:.0%} of the time after the "
