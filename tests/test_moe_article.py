@@ -51,7 +51,7 @@ def test_residuals_are_model_minus_measured(fit):
 def test_fit_validates_its_input():
     m = load_article_tile_sweep()
     with pytest.raises(ValueError, match="at most 4"):
-        fit_hardware(m, free=DEFAULT_FREE + ("clock_ghz",))
+        fit_hardware(m, free=DEFAULT_FREE + ("clock_ghz", "dma_latency_cycles"))
     with pytest.raises(ValueError, match="unknown HardwareSpec field"):
         fit_hardware(m, free=("warp_size",))
     with pytest.raises(ValueError, match="tile_s and latency_us"):

@@ -67,3 +67,16 @@ def test_lookup_uses_the_nearest_bucket_and_respects_S():
     row = table.iloc[3]
     assert lookup_tile_s(int(row.S), int(row.E), int(row.K)) == row.tileS
     assert lookup_tile_s(3, 64, 2) <= 3
+
+
+def test_lookup_clamps_to_what_fits_ub():
+    """A bucket's tileS that would overflow UB for the actual shape is cut to what fits."""
+    from npu_lab.kernels.moe_gating import moe_ub_capacity
+
+    tile = lookup_tile_s(3000, 128, 4)
+    assert 1 <= tile <= moe_ub_capacity("v3", 128, 4, get_preset("ascend-910b2").ub_bytes)
+
+
+def test_sweep_clamps_tile_sizes_above_S_once():
+    df = sweep("v1", 1, 20, 8, 2, "ascend-910b2", [8, 32, 64])
+    assert df.tileS.tolist() == [8, 20]

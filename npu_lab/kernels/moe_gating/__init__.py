@@ -16,6 +16,7 @@ from .reference import NONFINITE_MODES, moe_gating_topk_reference, softmax_topk_
 from .tiling import (
     MOE_UB_VERSIONS,
     MoeGatingTiling,
+    UbBudgetError,
     UbBuffer,
     article_calculate_tiling,
     article_ub_estimate_bytes,
@@ -31,7 +32,7 @@ from .article import (FitResult, exp_speedup, fit_article_preset, fit_hardware,
                       reproduce_article_claims)
 
 __all__ = [
-    "MOE_UB_VERSIONS", "MoeGatingTiling", "NONFINITE_MODES", "UbBuffer", "article_calculate_tiling",
+    "MOE_UB_VERSIONS", "MoeGatingTiling", "UbBudgetError", "NONFINITE_MODES", "UbBuffer", "article_calculate_tiling",
     "article_ub_estimate_bytes", "calculate_moe_gating_tiling", "moe_gating_topk_reference",
     "moe_ub_budget", "moe_ub_bytes", "moe_ub_capacity", "softmax_topk_renormalise_reference",
     "VERSIONS", "MoeGatingResult", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",

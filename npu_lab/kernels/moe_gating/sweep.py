@@ -13,6 +13,7 @@ import pandas as pd
 
 from ...presets import DATA_DIR, get_preset
 from .run import plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .tiling import UbBudgetError, moe_ub_capacity
 
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
 SWEEP_COLUMNS = ["tileS", "tiles", "blocks", "ub_used_kb", "latency_us", "core_utilisation",
@@ -28,15 +29,16 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
     values = list(tile_s)
     if not values:
         raise ValueError("tile_s must list at least one tile size, e.g. [1, 4, 8, 16, 32]")
-    rows = []
     for ts in values:
         if isinstance(ts, bool) or not isinstance(ts, (int, np.integer)) or ts < 1:
             raise ValueError(f"every tileS must be a whole number >= 1, got {ts!r}")
+    # a tile longer than the sequence is the sequence: clamp to S, keep each size once
+    values = list(dict.fromkeys(min(int(ts), int(S)) for ts in values))
+    rows = []
+    for ts in values:
         try:
             result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
-        except ValueError as exc:
-            if "UB" not in str(exc) and "fit" not in str(exc):
-                raise
+        except UbBudgetError as exc:
             rows.append({"tileS": int(ts), "note": str(exc)})
             continue
         t = result.timeline
@@ -132,5 +134,8 @@ def lookup_tile_s(S: int, E: int, K: int, version: str = "v3", chip: str = "asce
         + (np.log2(table.K) - np.log2(K)) ** 2
     tile = int(table.tileS.iloc[int(np.argmin(dist.to_numpy()))])
     # never more than the shape or the UB allows
-    tiling, _ = plan_moe_gating(1, S, E, K, version=version, hw=chip, tile_s=min(tile, S))
+    hw = get_preset(chip)
+    budget_version = "v3" if version.startswith("v3") else version
+    capacity = moe_ub_capacity(budget_version, E, K, hw.ub_bytes, hw.block_bytes)
+    tiling, _ = plan_moe_gating(1, S, E, K, version=version, hw=hw, tile_s=max(1, min(tile, S, capacity)))
     return tiling.tileS

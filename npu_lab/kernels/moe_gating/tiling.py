@@ -37,6 +37,10 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 
 
+class UbBudgetError(ValueError):
+    """The tile asked for (or even one row) does not fit the chip's Unified Buffer."""
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -346,7 +350,7 @@ def calculate_moe_gating_tiling(B: int, S: int, E: int, K: int, hw, *, version: 
     capacity = moe_ub_capacity(version, E, K, ub_bytes, block_bytes)  # also checks version
     if capacity == 0:
         one_row = moe_ub_bytes(version, 1, E, K, block_bytes)
-        raise ValueError(
+        raise UbBudgetError(
             f"E={E} experts is too wide for one core: a single row needs {one_row} bytes of UB "
             f"for kernel version {version!r} (K={K}), but {hw_name} has {ub_bytes} bytes. "
             "Rows this large need the E-chunked path (split E into chunks and keep a running "
@@ -365,7 +369,7 @@ def calculate_moe_gating_tiling(B: int, S: int, E: int, K: int, hw, *, version: 
         needed = moe_ub_bytes(version, tile_b * tile_S, E, K, block_bytes)
         if needed > ub_bytes:
             clamped = f" (clamped to S={S})" if tile_S != requested else ""
-            raise ValueError(
+            raise UbBudgetError(
                 f"tile_s={tile_S}{clamped} does not fit: kernel version {version!r} needs "
                 f"{needed} bytes "
                 f"of UB for {tile_b * tile_S} points (E={E}, K={K}), but {hw_name} has "
