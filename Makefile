@@ -32,6 +32,10 @@ test-notebooks: install
 notebooks: install  ## re-execute every notebook and strip widget state / metadata noise
 	$(PY) scripts/run_notebooks.py notebooks/*.ipynb
 
+test-browser: install  ## slider notebooks in a real headless chromium (JupyterLab and Voila)
+	bash scripts/install_browser_deps.sh
+	$(PY) -m pytest -m browser -q -p no:cacheprovider tests/browser
+
 bench: install  ## speed figures, measured in one run
 	$(PY) scripts/bench.py
 

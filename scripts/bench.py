@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Speed figures of the simulator and the explorer widgets, measured in ONE run (`make bench`).
+
+Every figure is the median of several repeats timed with ``time.perf_counter``; ratios are
+taken between medians measured in this same run, so they compare like with like on whatever
+machine runs the script. Nothing here is a test: it prints, it does not assert.
+
+    python scripts/bench.py              # every section
+    python scripts/bench.py explorer     # only sections whose name contains "explorer"
+
+Adding a section: write a function that calls ``section("name")`` and then ``row(...)`` for each
+figure, and append it to ``SECTIONS`` at the bottom.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from npu_lab.kernels.scaled_add import scaled_add  # noqa: E402
+
+N = 1 << 20                  # elements of the scaled-add benchmark
+CHIP = "ascend-910b2"        # 48 vector cores
+_WIDTH = 74
+
+
+# ---------------------------------------------------------------------------- helpers
+def section(name: str) -> None:
+    """Start a section of the printed table."""
+    print()
+    print(f"== {name} " + "=" * max(0, _WIDTH - len(name) - 4))
+    print(f"{'figure':<46} {'value':>14}  unit")
+    print("-" * _WIDTH)
+
+
+def row(label: str, value: float, unit: str = "", note: str = "") -> None:
+    """One figure of the current section (value printed with 4 significant digits)."""
+    text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    print(f"{label:<46} {text:>14}  {unit}" + (f"   ({note})" if note else ""))
+
+
+def median_seconds(fn, repeats: int = 7, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _inputs(n: int):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------- sections
+def bench_simulator() -> None:
+    """(a) instructions simulated per second; (b) timing-only vs full; (c) vs plain numpy."""
+    x, y = _inputs(N)
+    results = {}
+    section(f"simulator: scaled_add, {N:,} float32 on {CHIP} (48 cores)")
+    for tile_len in (2048, 256):
+        timing = lambda: scaled_add(N, None, timing_only=True, hw=CHIP, tile_len=tile_len)  # noqa: E731
+        full = lambda: scaled_add(x, y, 2.0, hw=CHIP, tile_len=tile_len)  # noqa: E731
+        _, t = timing()
+        instructions = int((t.events()["core"] >= 0).sum())   # every instruction of every block
+        t_timing = median_seconds(timing, repeats=9)
+        t_full = median_seconds(full, repeats=5)
+        results[tile_len] = (t_timing, t_full)
+        tag = f"tile_len={tile_len}"
+        row(f"{tag}: instructions in the timeline", instructions, "instr",
+            f"{t.launches[0].block_dim} blocks, {len(t.launches[0].traces)} distinct")
+        row(f"{tag}: timing-only run", t_timing * 1e3, "ms")
+        row(f"{tag}: full run (numerics too)", t_full * 1e3, "ms")
+        row(f"{tag}: timing-only instr / s of wall", instructions / t_timing, "instr/s",
+            "distinct blocks simulated once, then replicated")
+        row(f"{tag}: full-mode instr / s of wall", instructions / t_full, "instr/s",
+            "every block simulated")
+        row(f"{tag}: full / timing-only", t_full / t_timing, "x")
+    z = np.empty_like(x)
+    t_numpy = median_seconds(lambda: np.add(np.multiply(np.float32(2.0), x, out=z), y, out=z), repeats=21)
+    t_timing = results[2048][0]
+    row("plain numpy alpha*x+y (same 1M elements)", t_numpy * 1e3, "ms")
+    row("timing-only (tile 2048) / numpy", t_timing / t_numpy, "x")
+    row("full (tile 2048) / numpy", results[2048][1] / t_numpy, "x")
+
+
+def bench_explorer() -> None:
+    """(d) the explorer widget: setting a control's .value until the figure's data changed."""
+    from npu_lab.widgets import buffers_explorer
+
+    section("explorer widget: .value set -> figure data updated")
+    build = median_seconds(lambda: buffers_explorer(), repeats=3)
+    row("build buffers_explorer() (n = 2**20)", build * 1e3, "ms")
+    e = buffers_explorer()
+    mte2 = next(tr for tr in e.figure.data if tr.name == "MTE2")
+
+    def measure(control, values, repeats=3):
+        times = []
+        for _ in range(repeats):
+            for v in values:
+                before = mte2.base
+                start = time.perf_counter()
+                control.value = v
+                changed = mte2.base is not before and not np.array_equal(np.asarray(mte2.base), np.asarray(before))
+                elapsed = time.perf_counter() - start
+                if not changed and e.error is None:
+                    raise RuntimeError(f"{control.description} = {v}: the figure did not change")
+                times.append(elapsed)
+        return statistics.median(times), len(times)
+
+    tiles, k = measure(e.tiles, [4, 5, 6, 7, 8, 12, 16, 24, 32, 8])
+    row("tiles/core slider (4..32)", tiles * 1e3, "ms", f"median of {k}")
+    buffers, k = measure(e.buffers, [1, 2])
+    row("buffers toggle (1 <-> 2)", buffers * 1e3, "ms", f"median of {k}")
+    e.tiles.value = 16
+    chip, k = measure(e.chip, ["ascend-310p3", "ascend-910b2"])
+    row("chip dropdown (910B2 <-> 310P3)", chip * 1e3, "ms", f"median of {k}")
+    bars = sum(len(tr.x) for tr in e.figure.data)
+    row("bars in the figure (tiles=16, 4 cores)", bars, "bars")
+
+
+#: Sections in print order; append yours.
+SECTIONS = [bench_simulator, bench_explorer]
+
+
+def main(argv: list[str]) -> int:
+    wanted = [a.lower() for a in argv]
+    chosen = [s for s in SECTIONS if not wanted or any(w in s.__name__.lower() for w in wanted)]
+    if not chosen:
+        print(f"no section matches {argv}; sections: {[s.__name__ for s in SECTIONS]}")
+        return 2
+    start = time.perf_counter()
+    print(f"npu_lab bench  (python {sys.version.split()[0]}, numpy {np.__version__}; "
+          "medians of repeats, one run)")
+    for fn in chosen:
+        fn()
+    print(f"\ntotal bench time {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
