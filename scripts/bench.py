@@ -129,8 +129,47 @@ def bench_explorer() -> None:
     row("bars in the figure (tiles=16, 4 cores)", bars, "bars")
 
 
+def bench_moe_sweep() -> None:
+    """Issue 3 §6: a timing-only sweep of the article's five tileS values (B=1,S=1024,E=64,K=2)."""
+    from npu_lab.kernels.moe_gating import ARTICLE_TILE_S, sweep
+
+    section("MoeGatingTopK: timing-only sweep of tileS 1,4,8,16,32 (target < 100 ms)")
+    for version in ("v1", "v2", "v3", "discrete"):
+        t = median_seconds(lambda: sweep(version, 1, 1024, 64, 2, CHIP, ARTICLE_TILE_S), repeats=5)
+        row(f"sweep {version}, 5 tileS values", t * 1e3, "ms")
+
+
+def bench_moe_full() -> None:
+    """Issue 3 §6: full run (numbers + timeline) of fused v3 at B=4,S=4096,E=256,K=8 vs numpy."""
+    from npu_lab.kernels.moe_gating import moe_gating_topk, moe_gating_topk_reference, simulate_moe_gating
+
+    section("MoeGatingTopK v3, B=4 S=4096 E=256 K=8: full run (target < 3 s)")
+    x = np.random.default_rng(0).standard_normal((4, 4096, 256)).astype(np.float32)
+    full = median_seconds(lambda: moe_gating_topk(x, 8, version="v3"), repeats=3)
+    timing = median_seconds(lambda: simulate_moe_gating(4, 4096, 256, 8, version="v3"), repeats=3)
+    ref = median_seconds(lambda: moe_gating_topk_reference(x, 8), repeats=3)
+    row("full run (numerics + timeline)", full, "s")
+    row("timing-only run", timing * 1e3, "ms")
+    row("numpy reference", ref * 1e3, "ms")
+    row("full run / numpy reference", full / ref, "x")
+    row("timing-only / numpy reference", timing / ref, "x")
+
+
+def bench_moe_scaling() -> None:
+    """Issue 3 §6: how timing-only cost grows from S = 1K to S = 1M tokens (target < 5x)."""
+    from npu_lab.kernels.moe_gating import simulate_moe_gating
+
+    section("MoeGatingTopK timing-only cost, S = 1K -> 1M tokens (E=64, K=2, tileS=8)")
+    for version in ("v1", "v2", "v3", "discrete"):
+        small = median_seconds(lambda: simulate_moe_gating(1, 1024, 64, 2, version=version, tile_s=8))
+        large = median_seconds(lambda: simulate_moe_gating(1, 1 << 20, 64, 2, version=version, tile_s=8),
+                               repeats=3)
+        row(f"{version}: S=1K / S=1M", small * 1e3, "ms", f"{large * 1e3:.1f} ms at 1M")
+        row(f"{version}: growth for 1024x the work", large / small, "x")
+
+
 #: Sections in print order; append yours.
-SECTIONS = [bench_simulator, bench_explorer]
+SECTIONS = [bench_simulator, bench_explorer, bench_moe_sweep, bench_moe_full, bench_moe_scaling]
 
 
 def main(argv: list[str]) -> int:

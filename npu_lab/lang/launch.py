@@ -96,9 +96,6 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
                     "their timelines differ; fix the kernel's block_classes")
     durations = np.array([t.duration_cycles for t in traces])[inverse]
     start, core = schedule_blocks(durations, cores, whole_cycles(hw.us_to_cycles(hw.block_dispatch_us)))
-    # the same blocks with a free scheduler: the difference is what dispatch costs this launch
-    free_start, _ = schedule_blocks(durations, cores, 0.0)
-    undispatched = float((free_start + durations).max())
 
     counts = np.bincount(inverse, minlength=len(traces))
     hbm = float(sum((t.hbm_read_bytes + t.hbm_write_bytes) * c for t, c in zip(traces, counts)))
@@ -111,5 +108,5 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         name=name or getattr(kernel, "__name__", "kernel"), hw=hw, core_type=core_type,
         block_dim=block_dim, traces=traces, block_class=inverse.astype(np.int64),
         block_start=start, block_core=core, overhead_cycles=whole_cycles(hw.us_to_cycles(hw.launch_overhead_us)),
-        floor_cycles=floor, floor_reason=reason, undispatched_cycles=undispatched)
+        floor_cycles=floor, floor_reason=reason)
     return Timeline([record])

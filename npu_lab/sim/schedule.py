@@ -17,13 +17,14 @@ import numpy as np
 def _uniform_run(n: int, cores: int, duration: float, dispatch: float) -> tuple[np.ndarray, np.ndarray]:
     """Starts and cores of n equal blocks on idle cores (exact solution of the recurrence)."""
     i = np.arange(n, dtype=np.int64)
+    core = i % cores
     if duration + dispatch >= cores * dispatch:
         # cores are the bottleneck: waves of `cores` blocks, each wave dispatch-staggered
-        start = (i % cores + 1) * dispatch + (i // cores) * (duration + dispatch)
+        start = (core + 1) * dispatch + (i // cores) * (duration + dispatch)
     else:
         # the scheduler is the bottleneck: one block every `dispatch`
         start = (i + 1) * dispatch
-    return start.astype(np.float64), (i % cores).astype(np.int64)
+    return start.astype(np.float64, copy=False), core
 
 
 def schedule_blocks(durations: np.ndarray, cores: int, dispatch: float) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..hardware import HardwareSpec
 from .core import ALL_PIPES, PIPE_CODE, BlockTrace
+from .schedule import schedule_blocks
 
 COMPUTE_PIPES = ("S", "V", "M")
 EVENT_DTYPES = {"launch": "int64", "core": "int64", "block": "int64", "pipe": "object", "name": "object",
@@ -40,7 +41,12 @@ class LaunchRecord:
     overhead_cycles: float
     floor_cycles: float = 0.0    # chip-level roofline floor of the blocks' phase
     floor_reason: str = ""
-    undispatched_cycles: float = 0.0   # the blocks' phase if the scheduler dispatched for free
+    @cached_property
+    def undispatched_cycles(self) -> float:
+        """The blocks' phase if the task scheduler handed out blocks for free."""
+        durations = np.array([t.duration_cycles for t in self.traces])[self.block_class]
+        start, _ = schedule_blocks(durations, self.hw.cores(self.core_type), 0.0)
+        return float((start + durations).max()) if self.block_dim else 0.0
 
     @property
     def dispatch_cycles(self) -> float:

@@ -16,6 +16,7 @@ Inputs: gate logits [B·S·E] flat in global memory (float32 or float16). Output
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 
@@ -73,23 +74,29 @@ def scalar_topk_softmax(ctx, scores, values, indices, E: int, K: int) -> None:
 
 
 # ---- which blocks do identical work ----------------------------------------------------------
+@functools.lru_cache(maxsize=64)
 def tile_points(t: MoeGatingTiling) -> np.ndarray:
-    """Points in each tile, by tile index (tileB = 1: the last tile of each batch may be short)."""
+    """Points in each tile, by tile index (tileB = 1: the last tile of each batch may be short).
+    Cached per tiling (every block of a launch asks); the array is read-only."""
     tile = np.arange(t.totalTiles)
     s_start = (tile % t.tilesPerBatch) * t.tileS
-    return np.minimum(t.tileS, t.S - s_start) * t.tileB
+    points = np.minimum(t.tileS, t.S - s_start) * t.tileB
+    points.flags.writeable = False
+    return points
 
 
 def one_tile_per_block_classes(block_dim, gate_gm, indices_gm, weights_gm, tiling_bytes, *args, **kw):
     return tile_points(MoeGatingTiling.unpack(tiling_bytes))[:block_dim]
 
 
+@functools.lru_cache(maxsize=64)
 def tile_order(t: MoeGatingTiling) -> np.ndarray:
     """The order in which looping blocks deal out tiles: full tiles first, short tail tiles last.
     Dealt round-robin, the short tiles then land on the blocks that got fewer full tiles, so a
     static assignment packs as well as the hardware's dynamic block scheduler does."""
-    points = tile_points(t)
-    return np.argsort(points < t.tileBS, kind="stable")
+    order = np.argsort(tile_points(t) < t.tileBS, kind="stable")
+    order.flags.writeable = False
+    return order
 
 
 def block_tiles(t: MoeGatingTiling, block_idx: int, block_dim: int) -> list[int]:
@@ -109,8 +116,7 @@ def looping_block_classes(block_dim, gate_gm, indices_gm, weights_gm, tiling_byt
 def _iteration_key(t: MoeGatingTiling, my_tiles: list[int]):
     """What makes one loop iteration's work differ: this tile's points and the next one's (the
     prefetch), or no next tile at all."""
-    points = tile_points(t)
-    mine = [int(points[i]) for i in my_tiles] + [0]
+    mine = tile_points(t)[my_tiles].tolist() + [0]
     return lambda j: (mine[j], mine[j + 1])
 
 
