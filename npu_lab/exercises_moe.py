@@ -116,7 +116,8 @@ def check_discrete_launch_share(answer, chip: str = "ascend-910b2") -> CheckResu
     detail = (f"{len(t.launches)} launches \u00d7 {t.launch_overhead_us / len(t.launches):.1f} \u00b5s = "
               f"{t.launch_overhead_us:.1f} \u00b5s of {t.total_us:.1f} \u00b5s")
     if value is None:
-        return _wrong(f"{answer!r} is not a percentage: answer a number such as 25 or '25%' (or a fraction such as 0.25).")
+        return _wrong(f"{answer!r} is not a percentage: answer a number such as 25 or '25%' "
+                      "(or a fraction such as 0.25).")
     if abs(value - truth) <= 3:
         return _right(f"About {truth:.0f} %: {detail}. The 'launch storm': each kernel of the chain pays "
                       "the fixed launch cost, however little work it does. Fusing the three into one "
@@ -314,7 +315,8 @@ def check_double_buffer_gain(answer, chip: str = "article", tile_s: int = 8) -> 
     from_loop = 100 * (1 - lat["v2_bad_sync"] / lat["v1"])
     value = _percent(answer)
     if value is None:
-        return _wrong(f"{answer!r} is not a percentage: answer a number such as 25 or '25%' (or a fraction such as 0.25).")
+        return _wrong(f"{answer!r} is not a percentage: answer a number such as 25 or '25%' "
+                      "(or a fraction such as 0.25).")
     detail = (f"v1 {lat['v1']:.1f} \u00b5s, v2 {lat['v2']:.1f} \u00b5s: {truth:.0f} % less. The article "
               f"claims 15\u201320 %. Part of it ({from_loop:.0f} points, see v2_bad_sync at "
               f"{lat['v2_bad_sync']:.1f} \u00b5s) comes from launching one looping block per core instead of "

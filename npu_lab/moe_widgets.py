@@ -62,6 +62,9 @@ ARTICLE_UB_BYTES = 256 * 1024
 # Errors a learner can provoke with the controls: shown in the status line, never raised.
 _EXPECTED_ERRORS = (ValueError, UbOverflowError, HardwareSpecError, SimulationError)
 _CACHE_SIZE = 512
+_SHORT_VERSION = {"v1": "synchronous", "v2": "double-buffered", "v2_bad_sync": "the sync pitfall",
+                  "v3": "vectorized", "v3_fast_exp": "polynomial exp"}
+_DROPDOWN = dict(width="300px")
 _ERROR_STYLE = "color:#b00020"
 
 
@@ -85,8 +88,8 @@ def _chip_options(chips=MOE_CHIPS) -> list[tuple[str, str]]:
             spec = get_preset(name)
         except (FileNotFoundError, HardwareSpecError):
             continue  # e.g. the fitted preset before its data file is generated
-        label = "article (fitted to its table)" if name == "article" else name
-        options.append((f"{label}, UB {spec.ub_bytes // 1024} KB", name))
+        label = "article (fitted)" if name == "article" else name
+        options.append((f"{label} \u00b7 UB {spec.ub_bytes // 1024} KB", name))
     return options
 
 
@@ -171,18 +174,19 @@ class _Explorer:
 
 # ---------------------------------------------------------------------------- tileS sweep
 def _table_html(rows: list[dict], current: int, with_article: bool) -> str:
-    head = ["tileS", "blocks", "UB (KB)", "latency (\u00b5s)", "core util.", "bottleneck"]
+    head = ["tileS", "blocks", "UB KB", "\u00b5s", "util.", "bound"]
     if with_article:
-        head.append("article (\u00b5s)")
-    out = ["<table style='border-collapse:collapse;font-size:12px;font-family:monospace'>",
-           "<tr>" + "".join(f"<th style='padding:2px 6px;border-bottom:1px solid #999;text-align:right'>"
+        head.append("article \u00b5s")
+    out = ["<table style='border-collapse:collapse;font-size:11px;font-family:monospace;"
+           "white-space:nowrap;line-height:1.3'>",
+           "<tr>" + "".join(f"<th style='padding:1px 4px;border-bottom:1px solid #999;text-align:right'>"
                             f"{h}</th>" for h in head) + "</tr>"]
     for r in rows:
         style = "background:#fde0dc;font-weight:bold" if r["tileS"] == current else ""
         if r.get("note"):
             cells = [str(r["tileS"]), f"<td colspan='{len(head) - 1}' style='color:#b00020;"
-                     "padding:2px 6px'>does not fit the UB</td>"]
-            out.append(f"<tr style='{style}'><td style='padding:2px 6px;text-align:right'>{cells[0]}"
+                     "padding:1px 4px'>does not fit the UB</td>"]
+            out.append(f"<tr style='{style}'><td style='padding:1px 4px;text-align:right'>{cells[0]}"
                        f"</td>{cells[1]}</tr>")
             continue
         cells = [str(r["tileS"]), str(int(r["blocks"])), f"{r['ub_used_kb']:.2f}",
@@ -190,7 +194,7 @@ def _table_html(rows: list[dict], current: int, with_article: bool) -> str:
         if with_article:
             cells.append("" if r.get("article_us") is None else f"{r['article_us']:.0f}")
         out.append(f"<tr style='{style}'>" + "".join(
-            f"<td style='padding:2px 6px;text-align:right'>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            f"<td style='padding:1px 4px;text-align:right'>{html.escape(c)}</td>" for c in cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
 
@@ -225,7 +229,7 @@ class TileSweepExplorer(_Explorer):
     def __init__(self, B: int = 1, S: int = 1024, E: int = 64, K: int = 2, *, chip: str = "article",
                  version: str = "v1", tile_s: int = 8, max_S: int = 8192, max_E: int = 16384):
         chip_options = _chip_options()
-        version_options = [(f"{v}: {VERSIONS[v]}"[:60], v) for v in FUSED_VERSIONS]
+        version_options = [(f"{v} ({_SHORT_VERSION.get(v, VERSIONS[v])[:30]})", v) for v in FUSED_VERSIONS]
         _check_choice("chip", chip, chip_options)
         _check_choice("version", version, version_options)
         max_S = _check_int("max_S", max_S, 1, 1 << 20)
@@ -236,8 +240,10 @@ class TileSweepExplorer(_Explorer):
         self.S = W.IntSlider(value=_check_int("S", S, 1, max_S), min=1, max=max_S, description="S")
         self.E = W.IntSlider(value=_check_int("E", E, 1, max_E), min=1, max=max_E, description="E")
         self.K = W.IntSlider(value=_check_int("K", K, 1, 64), min=1, max=64, description="K")
-        self.chip = W.Dropdown(options=chip_options, value=chip, description="chip")
-        self.version = W.Dropdown(options=version_options, value=version, description="version")
+        self.chip = W.Dropdown(options=chip_options, value=chip, description="chip",
+                               layout=W.Layout(**_DROPDOWN))
+        self.version = W.Dropdown(options=version_options, value=version, description="version",
+                                  layout=W.Layout(**_DROPDOWN))
         self.status = W.HTML()
         self.table = W.HTML()
         self.result = None
@@ -256,7 +262,7 @@ class TileSweepExplorer(_Explorer):
         fig.data[self.TRACE_CURRENT].name = self.TRACE_NAMES[self.TRACE_CURRENT]
         ticks = [1 << i for i in range(7)]
         fig.update_layout(
-            height=420, margin=dict(l=10, r=10, t=60, b=40),
+            width=620, height=420, margin=dict(l=10, r=10, t=60, b=40),
             xaxis=dict(title=dict(text="tileS (points per tile, log scale)"), tickvals=ticks,
                        ticktext=[str(t) for t in ticks], range=[np.log10(0.8), np.log10(80)]),
             yaxis=dict(title=dict(text="latency (\u00b5s)")))
@@ -416,8 +422,8 @@ class UbBudgetExplorer(_Explorer):
                  chip: str = "ascend-910b2", version: str = "v2", max_E: int = 65536):
         chip_options = _chip_options()
         _check_choice("chip", chip, chip_options)
-        version_options = [(f"{v} ({'one copy' if v == 'v1' else 'double-buffered' if v == 'v2' else 'v2 + temporaries'})", v)
-                           for v in self.VERSIONS]
+        what = {"v1": "one copy", "v2": "double-buffered", "v3": "v2 + temporaries"}
+        version_options = [(f"{v} ({what[v]})", v) for v in self.VERSIONS]
         _check_choice("version", version, version_options)
         max_E = _check_int("max_E", max_E, 1, 1 << 22)
         self.B = W.IntSlider(value=_check_int("B", B, 1, 64), min=1, max=64, description="B")
@@ -448,10 +454,11 @@ class UbBudgetExplorer(_Explorer):
             xaxis=dict(title=dict(text="KB of Unified Buffer (one vector core)"), range=[0, 280]),
             yaxis=dict(type="category", categoryorder="array", categoryarray=list(self.ROWS),
                        autorange="reversed", automargin=True),
-            legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+            legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0,
+                        traceorder="normal"),
             shapes=[self._vline(192, "#b00020", "solid"), self._vline(256, "#555555", "dash")],
             annotations=[self._vlabel(192, "chip UB", "#b00020"),
-                         self._vlabel(256, "article assumes 256 KB", "#555555")],
+                         self._vlabel(256, "article: 256 KB", "#555555")],
             uirevision="ub")
         self.figure = go.FigureWidget(data=traces, layout=layout)
         self.update()
@@ -493,7 +500,7 @@ class UbBudgetExplorer(_Explorer):
             self.figure.layout.annotations[0].x = ub_kb
             self.figure.layout.annotations[0].text = (f"{hw.name} UB {ub_kb:.0f} KB"
                                                       + (" = the article's assumption" if same else ""))
-            self.figure.layout.annotations[1].text = "" if same else "article assumes 256 KB"
+            self.figure.layout.annotations[1].text = "" if same else "article: 256 KB"
             self.figure.layout.xaxis.range = self._x_range(tiling, version, hw)
             self.figure.layout.title.text = (f"UB budget of {version} on {hw.name}: B={B}, S={S}, "
                                              f"E={E}, K={K}")
@@ -522,7 +529,8 @@ class UbBudgetExplorer(_Explorer):
             bufs = (host.get(name), most.get(name))
             trace.x = [0 if b is None else b.total_bytes / 1024 for b in bufs]
             trace.hovertext = ["not used by " + version if b is None else
-                               f"{name}: {b.elements:,} {b.dtype} \u00d7 {b.copies} cop{'y' if b.copies == 1 else 'ies'}"
+                               f"{name}: {b.elements:,} {b.dtype} \u00d7 {b.copies} "
+                               f"cop{'y' if b.copies == 1 else 'ies'}"
                                f" = {b.total_bytes:,} B ({T} points)" for b, T in zip(bufs, points)]
         used = [sum(b.total_bytes for b in host.values()), sum(b.total_bytes for b in most.values())]
         free = self.figure.data[self.TRACE_FREE]
@@ -544,7 +552,8 @@ class UbBudgetExplorer(_Explorer):
         round_trip = MoeGatingTiling.unpack(packed) == tiling
         rows = "".join(
             f"<tr><td style='padding:1px 6px'>{name}</td><td style='padding:1px 6px;text-align:right'>"
-            f"{value}</td><td style='padding:1px 6px;font-family:monospace'>{packed[4 * i:4 * i + 4].hex(' ')}</td></tr>"
+            f"{value}</td><td style='padding:1px 6px;font-family:monospace'>"
+            f"{packed[4 * i:4 * i + 4].hex(' ')}</td></tr>"
             for i, (name, value) in enumerate(zip(_TILING_FIELDS, astuple(tiling))))
         b = ub_breakdown(version, tiling.tileBS, tiling.E, tiling.K, hw.block_bytes)
         parts = [f"{b['alignment']:,} B of 32-B alignment"]
@@ -622,7 +631,7 @@ class DiscreteChainExplorer(_Explorer):
         fig.update_layout(
             barmode="stack", height=360, margin=dict(l=10, r=10, t=70, b=30),
             title=dict(text="The discrete chain", x=0.01),
-            legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0),
+            legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
             uirevision="discrete")
         fig.update_yaxes(type="category", autorange="reversed", automargin=True)
         self.figure = go.FigureWidget(data=fig.data, layout=fig.layout)
@@ -674,8 +683,9 @@ class DiscreteChainExplorer(_Explorer):
         self.timeline, self.fused = t, fused
         moved = t.hbm_bytes
         self.status.value = (
-            f"<b>discrete: {t.total_us:.1f} us in {len(launches)} launches, {t.launch_overhead_us:.1f} us "
-            f"of it launch overhead ({t.launch_overhead_us / t.total_us:.0%}); HBM traffic "
+            f"<b>discrete: {t.total_us:.1f} us in {len(launches)} launches, {t.bottleneck()[0]}-bound; "
+            f"{t.launch_overhead_us:.1f} us of it launch overhead ({t.launch_overhead_us / t.total_us:.0%}); "
+            f"HBM traffic "
             f"{moved / 1024:.1f} KB = {moved / minimum:.2f}\u00d7 the minimum {minimum / 1024:.1f} KB</b><br>"
             f"fused {self.FUSED_VERSION} (tileS={fused.tiling.tileS}): {f_total:.1f} us, "
             f"{ft.hbm_bytes / 1024:.1f} KB \u2192 the chain is {t.total_us / f_total:.1f}\u00d7 slower")

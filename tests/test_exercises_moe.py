@@ -1,0 +1,133 @@
+"""The MoeGatingTopK exercise checks accept right answers (in the forms a learner types) and
+explain wrong ones; the expected answers come from the library, so the tests derive them too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from npu_lab import get_preset
+from npu_lab.exercises import CheckResult
+from npu_lab.exercises_moe import (check_discrete_hbm_bytes, check_discrete_launch_share,
+                                   check_double_buffer_gain, check_honest_ub_bytes, check_largest_tile_s,
+                                   check_sweet_spot, check_tile_s_halving_e, check_underflow_second_expert,
+                                   first_e_below_tile_s)
+from npu_lab.kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
+                                        moe_ub_capacity, simulate_moe_gating, sweep)
+
+ALL_CHECKS = [check_discrete_hbm_bytes, check_discrete_launch_share, check_underflow_second_expert,
+              check_largest_tile_s, check_tile_s_halving_e, check_honest_ub_bytes, check_sweet_spot,
+              check_double_buffer_gain]
+
+
+def _right(msg):
+    assert isinstance(msg, CheckResult) and isinstance(msg, str)
+    assert msg.correct is True and msg.startswith("Right"), msg
+    return msg
+
+
+def _wrong(msg):
+    assert isinstance(msg, CheckResult)
+    assert msg.correct is False and msg.startswith("Not quite"), msg
+    assert len(msg) > 40, "a wrong answer gets an explanation or a hint, not just a verdict"
+    return msg
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda f: f.__name__)
+def test_no_answer_yet(check):
+    msg = check(None)
+    assert msg.correct is None and "replace None" in msg
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("junk", ["banana", [1, 2], True])
+def test_junk_is_explained_not_raised(check, junk):
+    _wrong(check(junk))
+
+
+def _discrete():
+    return simulate_moe_gating(1, 1024, 64, 2, version="discrete", hw="ascend-910b2").timeline
+
+
+def test_discrete_hbm_bytes():
+    truth = _discrete().hbm_bytes
+    assert "Softmax" in _right(check_discrete_hbm_bytes(truth))
+    _right(check_discrete_hbm_bytes(f"{truth:,}"))
+    assert "minimum" in _wrong(check_discrete_hbm_bytes(1024 * 64 * 4 + 1024 * 2 * 8))
+    assert "kilobytes" in _wrong(check_discrete_hbm_bytes(truth // 1024))
+    assert "Hint" in _wrong(check_discrete_hbm_bytes(12345))
+
+
+def test_discrete_launch_share():
+    t = _discrete()
+    share = t.launch_overhead_us / t.total_us
+    for answer in (share, f"{100 * share:.0f}%", round(100 * share)):
+        _right(check_discrete_launch_share(answer))
+    assert "launch_overhead_us" in _wrong(check_discrete_launch_share(100 * share - 10))
+
+
+def test_underflow_second_expert():
+    x = np.array([[-300.0, 0.0, -200.0]], np.float32)
+    chain = moe_gating_topk(x, 3, version="discrete").indices[0]
+    fused = moe_gating_topk(x, 3, version="v1").indices[0]
+    assert chain[1] != fused[1]                      # the lesson only works if they differ
+    assert "tie" in _right(check_underflow_second_expert(int(chain[1])))
+    assert "fused kernel" in _wrong(check_underflow_second_expert(int(fused[1])))
+    _wrong(check_underflow_second_expert(int(chain[0])))
+    _wrong(check_underflow_second_expert(7))
+
+
+def test_largest_tile_s():
+    hw = get_preset("ascend-910b2")
+    truth = moe_ub_capacity("v2", 4096, 2, hw.ub_bytes)
+    host = calculate_moe_gating_tiling(1, 1024, 4096, 2, hw, version="v2").tileS
+    assert truth > host                                # the exercise's point: the rule wastes UB
+    _right(check_largest_tile_s(truth))
+    assert "host rule" in _wrong(check_largest_tile_s(host))
+    assert "more than" in _wrong(check_largest_tile_s(truth + 1))
+
+
+def test_tile_s_halving_e():
+    hw = get_preset("ascend-910b2")
+    truth = first_e_below_tile_s(8, "v2", 2, "ascend-910b2")
+    tile = lambda e: calculate_moe_gating_tiling(1, 1024, e, 2, hw, version="v2").tileS  # noqa: E731
+    assert tile(truth - 1) == 8 and tile(truth) == 4
+    _right(check_tile_s_halving_e(truth))
+    assert "article's formula" in _wrong(check_tile_s_halving_e(8189))
+    assert "larger" in _wrong(check_tile_s_halving_e(truth - 1))
+    assert "smaller" in _wrong(check_tile_s_halving_e(truth + 100))
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+def test_first_e_below_tile_s_is_the_exact_boundary(version):
+    ub = get_preset("ascend-910b2").ub_bytes
+    for tile_s in (8, 4, 1):
+        e = first_e_below_tile_s(tile_s, version)
+        assert moe_ub_bytes(version, tile_s, e - 1, 2) <= ub < moe_ub_bytes(version, tile_s, e, 2)
+
+
+def test_honest_ub_bytes():
+    _right(check_honest_ub_bytes(moe_ub_bytes("v2", 8, 64, 2)))
+    assert "article's formula" in _wrong(check_honest_ub_bytes(8 * (64 * 4 + 2 * 8)))
+    _wrong(check_honest_ub_bytes(1000))
+
+
+@pytest.mark.parametrize("chip", ["ascend-310p3", "ascend-910b2", "article"])
+def test_sweet_spot(chip):
+    df = sweep("v1", 1, 1024, 64, 2, chip, [1, 2, 4, 8, 16, 32, 64])
+    best = int(df.loc[df.latency_us.idxmin(), "tileS"])
+    msg = _right(check_sweet_spot(best, chip=chip))
+    assert "evidence" in msg and get_preset(chip).name in msg
+    worst = int(df.loc[df.latency_us.idxmax(), "tileS"])
+    if df.latency_us.max() > 1.02 * df.latency_us.min():
+        _wrong(check_sweet_spot(worst, chip=chip))
+    _wrong(check_sweet_spot(3, chip=chip))              # not a swept value
+
+
+def test_double_buffer_gain():
+    lat = {v: simulate_moe_gating(1, 1024, 64, 2, version=v, hw="article", tile_s=8).latency_us
+           for v in ("v1", "v2")}
+    gain = 1 - lat["v2"] / lat["v1"]
+    assert "15" in _right(check_double_buffer_gain(gain))
+    _right(check_double_buffer_gain(f"{100 * gain:.1f}%"))
+    _wrong(check_double_buffer_gain(100 * gain + 10))
