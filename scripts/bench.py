@@ -168,8 +168,47 @@ def bench_moe_scaling() -> None:
         row(f"{version}: growth for 1024x the work", large / small, "x")
 
 
+def bench_tile_explorer() -> None:
+    """Issue 4: the tileS explorer at the default (article) shape: slider value set -> the
+    figure's data updated, median over many moves (target < 50 ms)."""
+    from npu_lab.moe_widgets import TileSweepExplorer, UbBudgetExplorer
+
+    section("MoE explorers: .value set -> figure data updated (target < 50 ms)")
+    build = median_seconds(lambda: TileSweepExplorer(), repeats=3)
+    row("build TileSweepExplorer()", build * 1e3, "ms")
+
+    def moves(explorer, control, values, trace_index):
+        trace = explorer.figure.data[trace_index]
+        times = []
+        for v in values:
+            def data():
+                return tuple(np.asarray(trace.x if trace.x is not None else ()).tolist()), \
+                    tuple(np.asarray(trace.y if trace.y is not None else ()).tolist())
+            before = data()
+            start = time.perf_counter()
+            control.value = v
+            elapsed = time.perf_counter() - start
+            if data() == before:
+                raise RuntimeError(f"{control.description} = {v}: the figure did not change")
+            times.append(elapsed)
+        return statistics.median(times), len(times)
+
+    e = TileSweepExplorer()
+    new_values = [v for v in range(1, 65) if v != e.tile_s.value]
+    t, k = moves(e, e.tile_s, new_values, 1)
+    row("tileS slider, first visit of each value", t * 1e3, "ms", f"median of {k}")
+    t, k = moves(e, e.tile_s, [8, 16, 4, 32, 8, 2, 16, 4], 1)
+    row("tileS slider, values seen before", t * 1e3, "ms", f"median of {k}")
+    t, k = moves(e, e.E, [65, 96, 128, 64], 0)
+    row("E slider (new sweep)", t * 1e3, "ms", f"median of {k}")
+    u = UbBudgetExplorer()
+    t, k = moves(u, u.E, [80, 96, 112, 128, 160, 192, 256, 64], 0)
+    row("UB budget explorer, E slider", t * 1e3, "ms", f"median of {k}")
+
+
 #: Sections in print order; append yours.
-SECTIONS = [bench_simulator, bench_explorer, bench_moe_sweep, bench_moe_full, bench_moe_scaling]
+SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_moe_sweep, bench_moe_full,
+            bench_moe_scaling]
 
 
 def main(argv: list[str]) -> int:
