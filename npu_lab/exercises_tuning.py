@@ -15,6 +15,7 @@ import numbers
 
 from .exercises import CheckResult
 from .kernels.moe_gating import autotune, exp_speedup, simulate_moe_gating
+from .kernels.moe_gating.article import DEFAULT_FREE
 from .pipeline_diagram import STAGES, period_formula, stage_durations, steady_state_period
 from .presets import get_preset
 
@@ -250,7 +251,8 @@ def check_fast_exp_helps_v3(answer, tile_s: int = 8) -> CheckResult:
 
 
 # ================================================================ notebook 07: tuning
-FITTED_FIELDS = ("launch_overhead_us", "block_dispatch_us", "scalar_ub_access_cycles", "dma_latency_cycles")
+#: The fields the 'article' preset fits (the library's choice, :data:`DEFAULT_FREE`).
+FITTED_FIELDS = DEFAULT_FREE
 
 
 def _field_effects(tile_s: int = 1) -> dict[str, float]:
@@ -264,7 +266,7 @@ def _field_effects(tile_s: int = 1) -> dict[str, float]:
 
 
 def check_dominant_fitted_field(answer) -> CheckResult:
-    """The article measured 1500 µs at tileS = 1 (1024 blocks). Which of the four fitted fields
+    """The article measured 1500 µs at tileS = 1 (1024 blocks). Which of the fitted fields
     explains most of it — put back to its 910B2 value, which lowers the 'article' preset's tileS = 1
     latency the most? Answer with the field name."""
     if answer is None:
@@ -334,8 +336,8 @@ def check_article_vs_datasheet(answer, tile_s: int = 8) -> CheckResult:
         hw = get_preset(CHIP)
         return _right(f"{measured:.0f} / {model:.1f} = {truth:.1f}x. The datasheet model "
                       f"({hw.launch_overhead_us:g} \u00b5s launch, {hw.block_dispatch_us:g} \u00b5s per block) "
-                      "cannot reach the article's numbers; the fit has to make launch, "
-                      "dispatch, DMA latency and scalar UB access several times dearer. Host-side timing "
+                      "cannot reach the article's numbers; the fit has to make the launch, "
+                      "the dispatch per block and the scalar UB access several times dearer. Host-side timing "
                       "(runtime calls, synchronisation) included in the measurement would do exactly that.")
     if value > 0 and abs(1 / value - truth) <= 0.1 * truth:
         return _wrong(f"{value:g} is the inverse: the article is slower, so the factor is > 1.")

@@ -83,3 +83,12 @@ def test_checks_follow_the_model_not_typed_answers(monkeypatch):
     monkeypatch.setattr(ex, "PERIOD_EXERCISE", (2.0, 5.0, 9.0))
     assert check_steady_state_period(9).correct is True
     assert check_steady_state_period(5).correct is False
+
+
+def test_dominant_field_choices_are_the_article_presets_fitted_fields():
+    """Exercise 07.1 offers exactly the fields the 'article' preset fitted (DMA latency is not one)."""
+    from npu_lab.exercises_tuning import FITTED_FIELDS
+    article = get_preset("article")
+    assert set(FITTED_FIELDS) == {f for f, (kind, _) in article.provenance.items() if kind == "fitted"}
+    msg = check_dominant_fitted_field("dma_latency_cycles")
+    assert msg.correct is False and "block_dispatch_us" in msg

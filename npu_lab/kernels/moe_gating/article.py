@@ -29,7 +29,8 @@ from .vectorized import fast_exp, fast_exp_max_rel_error
 # Three fields, chosen before looking at the fit: the launch overhead and the per-block dispatch
 # (the table's left arm: 1024 blocks), and the scalar UB access (v1 spends its per-point time in
 # the scalar heap). A fourth per-point field would not be identifiable: the table only pins the
-# total per-point cost, and e.g. DMA latency and scalar UB access trade off one for one along a
+# total per-point cost, and e.g. DMA latency and scalar UB access trade off against each other
+# (about 22 cycles of DMA latency per cycle of UB access at E=64: equal time per point) along a
 # valley of equal error (notebook 07 shows it).
 DEFAULT_FREE = ("launch_overhead_us", "block_dispatch_us", "scalar_ub_access_cycles")
 ARTICLE_PRESET_PATH = DATA_DIR / "article_fitted_chip.json"
