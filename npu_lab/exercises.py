@@ -10,8 +10,8 @@ when no answer was given yet).
 from __future__ import annotations
 
 import math
-import numbers
 
+from .checks import CheckResult, missing as _missing, parse_number as _as_number, right as _right, wrong as _wrong
 from .presets import get_preset
 
 __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
@@ -20,43 +20,6 @@ __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
 #: The run notebook 01 times: scaled_add on 2**20 float32 elements on the 910B2, defaults.
 NOTEBOOK01_N = 1 << 20
 NOTEBOOK01_CHIP = "ascend-910b2"
-
-
-class CheckResult(str):
-    """A check's message; ``.correct`` is True, False, or None (no answer yet).
-    Its repr is the message itself, so a notebook cell ending in a check shows plain text."""
-
-    correct: bool | None
-
-    def __new__(cls, text: str, correct: bool | None):
-        obj = super().__new__(cls, text)
-        obj.correct = correct
-        return obj
-
-    def __repr__(self) -> str:
-        return str(self)
-
-
-def _right(text: str) -> CheckResult:
-    return CheckResult("Right. " + text, True)
-
-
-def _wrong(text: str) -> CheckResult:
-    return CheckResult("Not quite. " + text, False)
-
-
-def _missing(what: str) -> CheckResult:
-    return CheckResult(f"No answer yet: replace None with {what}.", None)
-
-
-def _as_number(answer):
-    if isinstance(answer, bool) or not isinstance(answer, (numbers.Real, str)):
-        return None
-    try:
-        value = float(str(answer).strip().lower().replace("us", "").replace("\u00b5s", ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def check_launch_overhead(answer) -> CheckResult:

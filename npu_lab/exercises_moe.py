@@ -10,12 +10,11 @@ model changes.
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from .data import ARTICLE_SWEEP_SHAPE
-from .exercises import CheckResult
+from .checks import CheckResult, missing as _missing, parse_number as _number, right as _right, wrong as _wrong
 from .kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                  moe_ub_capacity, simulate_moe_gating, sweep)
 from .presets import get_preset
@@ -33,30 +32,12 @@ SWEEP_TILE_S = (1, 2, 4, 8, 16, 32, 64)
 UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
-def _right(text: str) -> CheckResult:
-    return CheckResult("Right. " + text, True)
 
 
-def _wrong(text: str) -> CheckResult:
-    return CheckResult("Not quite. " + text, False)
 
 
-def _missing(what: str) -> CheckResult:
-    return CheckResult(f"No answer yet: replace None with {what}.", None)
 
 
-def _number(answer):
-    """A finite float from a number or a numeric string ("12", "74%", "3.5 us"); else None."""
-    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (numbers.Real, str)):
-        return None
-    text = str(answer).strip().lower()
-    for unit in ("\u00b5s", "us", "%", "bytes", "b"):
-        text = text.removesuffix(unit).strip()
-    try:
-        value = float(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _whole(answer):

@@ -11,9 +11,8 @@ runs of the kernels, the presets), never typed in, so a check stays true when th
 from __future__ import annotations
 
 import math
-import numbers
 
-from .exercises import CheckResult
+from .checks import CheckResult, missing as _missing, parse_number as _number, right as _right, wrong as _wrong
 from .kernels.moe_gating import autotune, exp_speedup, simulate_moe_gating
 from .kernels.moe_gating.article import DEFAULT_FREE
 from .pipeline_diagram import STAGES, period_formula, stage_durations, steady_state_period
@@ -30,30 +29,12 @@ CHIP = "ascend-910b2"
 SHAPE = (1, 1024, 64, 2)
 
 
-def _right(text: str) -> CheckResult:
-    return CheckResult("Right. " + text, True)
 
 
-def _wrong(text: str) -> CheckResult:
-    return CheckResult("Not quite. " + text, False)
 
 
-def _missing(what: str) -> CheckResult:
-    return CheckResult(f"No answer yet: replace None with {what}.", None)
 
 
-def _number(answer):
-    """A finite float from a number or a numeric string ('5', '5 us', '12%'), else None."""
-    if isinstance(answer, bool) or not isinstance(answer, (numbers.Real, str)):
-        return None
-    text = str(answer).strip().lower()
-    for unit in ("\u00b5s", "us", "%", "x", "cycles", "cycle"):
-        text = text.removesuffix(unit).strip()
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _word(answer, allowed: dict[str, str]):

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from npu_lab import get_preset
+
 from npu_lab.kernels.scaled_add import scaled_add
 from npu_lab.viz import (latency_sweep_figure, pipe_utilisation_figure, timeline_figure,
                          update_latency_sweep, update_timeline_figure)

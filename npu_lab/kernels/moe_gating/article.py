@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass
 
 import numpy as np
