@@ -47,7 +47,7 @@ from .kernels.moe_gating.sweep import candidate_tile_sizes
 from .lang import UbOverflowError
 from .presets import get_preset
 from .sim import SimulationError
-from .viz import latency_sweep_figure
+from .viz import latency_sweep_figure, sync_widget_state
 
 __all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "TileSweepExplorer", "UbBudgetExplorer",
            "DiscreteChainExplorer", "minimum_hbm_bytes"]
@@ -140,7 +140,11 @@ class _Explorer:
             return
         start = time.perf_counter()
         self.update()
+        self._sync_figure_state()
         self.last_update_s = time.perf_counter() - start
+
+    def _sync_figure_state(self) -> None:
+        sync_widget_state(self.figure)
 
     @contextmanager
     def hold(self):
@@ -169,6 +173,7 @@ class _Explorer:
         return get_preset(chip)
 
     def _repr_mimebundle_(self, **kwargs):
+        self._sync_figure_state()
         return self.widget._repr_mimebundle_(**kwargs)
 
 

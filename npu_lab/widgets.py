@@ -19,7 +19,7 @@ from .kernels.scaled_add import scaled_add
 from .lang import UbOverflowError
 from .presets import get_preset, list_presets
 from .sim import SimulationError
-from .viz import timeline_figure, update_timeline_figure
+from .viz import sync_widget_state, timeline_figure, update_timeline_figure
 
 __all__ = ["BuffersExplorer", "buffers_explorer", "tile_len_for"]
 
@@ -139,7 +139,12 @@ class BuffersExplorer(W.VBox):
             self.timeline = t
             update_timeline_figure(self.figure, t, title=self._title())
             self._show(t)
+        sync_widget_state(self.figure)   # for pages that build views later (Voila)
         self.last_update_s = time.perf_counter() - start
+
+    def _repr_mimebundle_(self, **kwargs):
+        sync_widget_state(self.figure)
+        return super()._repr_mimebundle_(**kwargs)
 
     def redraw(self) -> None:
         """Re-run and redraw with the current control values."""

@@ -13,7 +13,8 @@ kernels included, even when the test fails.
 
 Typical use in a test module inside ``tests/browser`` (fixtures ``page``, ``shots``,
 ``lab_server`` and ``voila_server`` come from ``tests/browser/conftest.py``; the server
-factories stop their server when the test ends, pass or fail)::
+factories stop their server when the test ends, pass or fail; see
+``test_slider_notebooks.py`` for the real thing)::
 
     import pytest
     from . import harness as h
@@ -22,28 +23,32 @@ factories stop their server when the test ends, pass or fail)::
 
     @pytest.mark.browser
     @pytest.mark.parametrize("app", ["lab", "voila"])
-    def test_tile_slider(app, page, shots, lab_server, voila_server):
+    def test_tile_slider(app, tmp_path, page, shots, lab_server, voila_server):
+        nbs = h.copy_notebooks(NOTEBOOKS, tmp_path, ["04_fused_kernel.ipynb"])  # scratch copy
         if app == "lab":
-            srv = lab_server(NOTEBOOKS)       # Lab autosave is off: committed files stay as they are
-            errors = h.open_notebook_and_run_all(page, srv.url, srv.token, "04_tiling.ipynb")
+            srv = lab_server(nbs)
+            errors = h.open_notebook_and_run_all(page, srv.url, srv.token, "04_fused_kernel.ipynb")
         else:
-            srv = voila_server(NOTEBOOKS / "04_tiling.ipynb")
+            srv = voila_server(nbs / "04_fused_kernel.ipynb")
             errors = h.open_voila(page, srv.url)
         assert errors == [], f"{errors}\n{srv.log_tail()}"
         slider = h.find_slider(page, "tileS")            # by its description label
-        before = h.read_plotly_data(page, plot_index=0)  # list of traces, JSON-able
-        h.screenshot(page, shots, f"04-{app}-before")
+        explorer = h.output_of(page, slider)             # the output holding the slider's widget
+        h.scroll_into_view(explorer)                     # Voila draws a FigureWidget only in view
+        plot = h.plot_in(explorer)                       # its plotly graph (a Locator)
+        before = h.wait_for_plot(page, "(d, v) => d[1].x[0] === v", plot=plot, arg=8)
+        h.screenshot(page, shots, f"04-{app}-before", show=plot)
         h.press_slider_key(page, slider, "ArrowRight", times=1)
-        after = h.wait_for_plot_change(page, before, plot_index=0)
+        after = h.wait_for_plot_change(page, before, plot=plot)   # list of traces, JSON
         h.wait_for_slider_value(page, slider, 9)
-        h.screenshot(page, shots, f"04-{app}-after")
-        assert after[1]["x"] == [9]                      # e.g. trace 1 is the marker
+        h.screenshot(page, shots, f"04-{app}-after", show=plot)
+        assert after[1]["x"] == [9]                      # trace 1 is the marker
 
 Outside pytest the same blocks compose as context managers::
 
     with h.chromium_browser() as b, h.jupyter_lab_server("notebooks") as srv:
         page = h.new_page(b)
-        print(h.open_notebook_and_run_all(page, srv.url, srv.token, "04_tiling.ipynb"))
+        print(h.open_notebook_and_run_all(page, srv.url, srv.token, "04_fused_kernel.ipynb"))
 
 Building blocks, each usable alone:
 
@@ -53,12 +58,19 @@ Building blocks, each usable alone:
   runtime and IPython dirs; the venv's lab extensions (ipywidgets, plotly, anywidget)
   stay visible because only user-level dirs are redirected.
 - ``open_notebook_and_run_all`` (Lab) / ``open_voila`` (Voila): load the page, run
-  everything, return a list of error outputs (empty list = clean run).
+  everything, return a list of error outputs (empty list = clean run). In Lab, "done"
+  means every non-empty code cell ran (answered, idle after it, execution count shown),
+  never run-all's return value; errors of cells tagged ``raises-exception`` (or marked
+  ``# NBVAL_RAISES_EXCEPTION``) are allowed. Only the *tag* makes Lab go on after the
+  error: a cell marked by the comment alone makes the kernel abort the cells after it
+  (reported as ``not-run``).
 - ``find_slider(page, description)``, ``slider_value(slider)``,
   ``press_slider_key(page, slider, key, times)``, ``wait_for_slider_value``.
-- ``read_plotly_data(page, plot_index)``, ``wait_for_plot_change(page, before, ...)``,
-  ``wait_for_plot(page, js_predicate, arg=...)``.
-- ``screenshot(page, folder, name)``; ``copy_notebooks(src, dest, names)`` for a scratch copy.
+- ``output_of(page, locator)``, ``scroll_into_view(locator)``, ``plot_in(container)``.
+- ``read_plotly_data(page, plot_index | plot=locator)``, ``wait_for_plot_change(page, before, ...)``,
+  ``wait_for_plot(page, js_predicate, arg=...)``, ``summarize_plot(data)``. Binary
+  (``bdata``) arrays from plotly.py >= 6 come back as plain lists.
+- ``screenshot(page, folder, name, show=...)``, ``screenshot_on_failure(...)``; ``copy_notebooks(src, dest, names)`` for a scratch copy.
 
 Selectors this depends on (check them when upgrading ipywidgets / plotly / Lab):
 ``.widget-slider`` + ``.widget-label`` + ``.noUi-handle`` + ``.widget-readout``
@@ -165,6 +177,18 @@ def screenshot(page: Any, folder: str | os.PathLike, name: str, *, show: Any = "
             target.first.evaluate("el => el.scrollIntoView({block: 'center', inline: 'nearest'})")
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@contextlib.contextmanager
+def screenshot_on_failure(page: Any, folder: str | os.PathLike, name: str, *, show: Any = None) -> Iterator[None]:
+    """Inside ``with screenshot_on_failure(page, shots, "04-lab"):`` an exception first saves
+    ``folder/name-FAILED.png`` (the page as it was), then propagates."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            screenshot(page, folder, f"{name}-FAILED", show=show)
+        raise
 
 
 # --------------------------------------------------------------------------- servers
@@ -469,51 +493,105 @@ _START_RUN_ALL_JS = r"""
 async (path) => {
   const find = %s;
   const w = find(path);
-  window.jupyterapp.shell.activateById(w.id);
-  window.__npuRunAll = {done: false, ok: null, error: null};
-  window.jupyterapp.commands.execute('notebook:run-all-cells').then(
-    (ok) => { window.__npuRunAll.done = true; window.__npuRunAll.ok = ok; },
-    (err) => { window.__npuRunAll.done = true; window.__npuRunAll.error = String(err); });
+  const app = window.jupyterapp;
+  app.shell.activateById(w.id);
+  const kernel = w.sessionContext.session.kernel;
+  // Bookkeeping of this run, read by _RUN_ALL_DONE_JS / _MODEL_ERRORS_JS: execute requests
+  // sent (msg_id -> cellId), their replies (msg_id -> status) and the kernel's idle status
+  // after each of them (msg_id -> true; seen on iopubMessage, so after their outputs).
+  const st = {done: false, ok: null, error: null, sent: {}, replies: {}, idle: {}};
+  window.__npuRunAll = st;
+  if (window.__npuRunAllHooks) window.__npuRunAllHooks.forEach(off => off());
+  const onAny = (_, {msg, direction}) => {
+    const type = msg.header && msg.header.msg_type;
+    if (direction === 'send' && type === 'execute_request')
+      st.sent[msg.header.msg_id] = (msg.metadata && msg.metadata.cellId) || null;
+    else if (direction === 'recv' && type === 'execute_reply' && msg.parent_header.msg_id in st.sent)
+      st.replies[msg.parent_header.msg_id] = msg.content.status;
+  };
+  const onIopub = (_, msg) => {
+    if (msg.header.msg_type === 'status' && msg.content.execution_state === 'idle'
+        && msg.parent_header && msg.parent_header.msg_id in st.sent)
+      st.idle[msg.parent_header.msg_id] = true;
+  };
+  kernel.anyMessage.connect(onAny);
+  kernel.iopubMessage.connect(onIopub);
+  window.__npuRunAllHooks = [() => kernel.anyMessage.disconnect(onAny),
+                             () => kernel.iopubMessage.disconnect(onIopub)];
+  // Forget the execution counts and outputs saved in the file: from here on, a count
+  // means "ran in this run".
+  await app.commands.execute('notebook:clear-all-cell-outputs');
+  const stale = w.content.widgets.filter(c => c.model.type === 'code' && c.model.executionCount !== null);
+  if (stale.length) throw new Error(`${stale.length} code cells kept their execution count after clearing`);
+  // run-all's promise settles at the first error reply, even one from a cell tagged
+  // raises-exception, while later cells are still queued: it is not the completion signal.
+  app.commands.execute('notebook:run-all-cells').then(
+    (ok) => { st.done = true; st.ok = ok; },
+    (err) => { st.done = true; st.error = String(err); });
   return w.id;
 }
 """ % _FIND_PANEL_JS
 
+_CELLS_JS = r"""
+  // Non-empty code cells (the ones run-all sends to the kernel), with their reply status.
+  const cellsOf = (w, st) => {
+    const status = {};
+    for (const [id, cellId] of Object.entries(st.sent)) if (cellId) status[cellId] = st.replies[id];
+    return w.content.widgets.map((c, i) => ({c, i})).filter(({c}) =>
+        c.model.type === 'code' && c.model.sharedModel.getSource().trim())
+      .map(({c, i}) => ({c, i, status: status[c.model.sharedModel.getId()]}));
+  };
+"""
+
 _RUN_ALL_DONE_JS = r"""
 (path) => {
   const find = %s;
+  %s
   const st = window.__npuRunAll;
-  if (!st || !st.done) return false;
+  if (!st) return false;
+  if (st.error) return true;  // the command itself failed: nothing more will run
   const w = find(path);
   const k = w.sessionContext.session && w.sessionContext.session.kernel;
   if (!k || k.status !== 'idle') return false;
-  // Every non-empty code cell either ran, or run-all stopped at an error.
-  if (st.ok === false || st.error) return true;
-  return w.content.widgets.every(c => c.model.type !== 'code'
-      || !c.model.sharedModel.getSource().trim() || c.model.executionCount !== null);
+  const cells = cellsOf(w, st);
+  const sent = Object.keys(st.sent);
+  // Every cell was sent, every request answered (ok, error or aborted) and, unless
+  // aborted, its outputs in (the kernel went idle after it), ...
+  if (sent.length < cells.length
+      || !sent.every(id => id in st.replies && (st.idle[id] || st.replies[id] === 'aborted'))) return false;
+  // ... and the notebook model shows it: a count for each cell that ran, nothing pending.
+  return cells.every(({c, status}) => c.model.executionState !== 'running'
+      && (c.model.executionCount !== null || status === 'aborted'));
 }
-""" % _FIND_PANEL_JS
+""" % (_FIND_PANEL_JS, _CELLS_JS)
 
 _MODEL_ERRORS_JS = r"""
-(path) => {
+([path, allowTagged]) => {
   const find = %s;
+  %s
   const w = find(path);
+  const st = window.__npuRunAll || {sent: {}, replies: {}, idle: {}};
   const out = [];
-  w.content.widgets.forEach((c, i) => {
-    if (c.model.type !== 'code') return;
-    if (c.model.sharedModel.getSource().trim() && c.model.executionCount === null)
-      out.push({kind: 'not-run', cell: i, text: c.model.sharedModel.getSource().slice(0, 80)});
+  for (const {c, i, status} of cellsOf(w, st)) {
+    const src = c.model.sharedModel.getSource();
+    const tags = c.model.getMetadata('tags') || [];
+    // Like nbval: the tag `raises-exception` or a `# NBVAL_RAISES_EXCEPTION` comment line
+    // allows the cell to raise (it does not have to).
+    const mayRaise = allowTagged && (tags.includes('raises-exception')
+        || /^[ \t]*#[ \t]*NBVAL_RAISES_EXCEPTION[ \t]*$/m.test(src));
+    if (c.model.executionCount === null)
+      out.push({kind: 'not-run', cell: i, text: (status ? `[${status}] ` : '') + src.slice(0, 80)});
     for (const o of c.model.outputs.toJSON()) {
-      if (o.output_type === 'error')
+      if (o.output_type === 'error' && !mayRaise)
         out.push({kind: 'error', cell: i, text: `${o.ename}: ${o.evalue}`});
       else if (o.output_type === 'stream' && o.name === 'stderr')
         out.push({kind: 'stderr', cell: i, text: Array.isArray(o.text) ? o.text.join('') : o.text});
     }
-  });
-  if (window.__npuRunAll && window.__npuRunAll.error)
-    out.push({kind: 'run-all', cell: null, text: window.__npuRunAll.error});
+  }
+  if (st.error) out.push({kind: 'run-all', cell: null, text: st.error});
   return out;
 }
-""" % _FIND_PANEL_JS
+""" % (_FIND_PANEL_JS, _CELLS_JS)
 
 _WIDGETS_RENDERED_JS = r"""
 () => {
@@ -526,17 +604,25 @@ _WIDGETS_RENDERED_JS = r"""
 
 
 def open_notebook_and_run_all(page: Any, base_url: str, token: str, notebook_path: str, *,
-                              timeout: float = RUN_ALL_TIMEOUT) -> list[dict]:
+                              timeout: float = RUN_ALL_TIMEOUT, allow_tagged_errors: bool = True) -> list[dict]:
     """Open ``notebook_path`` (relative to the server root) in JupyterLab, run all cells.
 
-    Waits for the kernel to be idle, executes ``notebook:run-all-cells`` through
-    ``window.jupyterapp.commands`` (the server must expose the app, as
-    ``jupyter_lab_server`` does), then waits until the command has finished, the
-    kernel is idle again and every non-empty code cell has an execution count, and
-    until widget outputs have rendered. Returns the errors found, as dicts
+    Waits for the kernel to be idle, clears the outputs and execution counts saved in the
+    file, executes ``notebook:run-all-cells`` through ``window.jupyterapp.commands`` (the
+    server must expose the app, as ``jupyter_lab_server`` does), then waits until *every*
+    non-empty code cell has run: its execute request was answered and the kernel went idle
+    after it, the cell shows an execution count (or the kernel aborted it after an earlier
+    error) and no cell is pending; then until widget outputs have rendered. Run-all's own
+    return value is not used: it settles at the first error reply, even one from a cell
+    allowed to raise, while later cells are still queued.
+
+    Returns the errors found, as dicts
     ``{"kind": "error"|"stderr"|"not-run"|"widget-error"|"run-all", "cell": i, "text": ...}``;
-    an empty list means a clean run. Stderr (e.g. warnings) counts as an error here:
-    filter the list in the test if some stderr is expected.
+    an empty list means a clean run. With ``allow_tagged_errors`` (default), error outputs
+    of cells tagged ``raises-exception`` or holding a ``# NBVAL_RAISES_EXCEPTION`` comment
+    line are not errors (as under nbval, such a cell does not have to raise). Stderr
+    (e.g. warnings) counts as an error here: filter the list in the test if some stderr is
+    expected.
     """
     path = notebook_path.replace(os.sep, "/").lstrip("/")
     ms = timeout * 1000
@@ -545,7 +631,7 @@ def open_notebook_and_run_all(page: Any, base_url: str, token: str, notebook_pat
     page.evaluate(_START_RUN_ALL_JS, path)
     page.wait_for_function(_RUN_ALL_DONE_JS, arg=path, timeout=ms, polling=100)
     page.wait_for_function(_WIDGETS_RENDERED_JS, timeout=ms, polling=100)
-    errors = page.evaluate(_MODEL_ERRORS_JS, path)
+    errors = page.evaluate(_MODEL_ERRORS_JS, [path, allow_tagged_errors])
     seen = {(e["kind"], e["text"].strip()) for e in errors}
     for e in page.evaluate(_ERRORS_JS):
         if (e["kind"], e["text"].strip()) not in seen and e["kind"] != "stderr":
@@ -619,51 +705,125 @@ def wait_for_slider_value(page: Any, slider: Any, value: Any, *, timeout: float 
     expect(slider.locator(".widget-readout")).to_have_text(str(value), timeout=timeout * 1000)
 
 
+def output_of(page: Any, element: Any) -> Any:
+    """Locator of the (outermost) notebook output that contains ``element`` (a Locator),
+    e.g. the whole explorer around a slider: ``output_of(page, find_slider(page, "tileS"))``.
+    Works in JupyterLab and Voila (both render outputs as ``.jp-OutputArea-output``)."""
+    return page.locator(".jp-OutputArea-output").filter(has=element).first
+
+
+def scroll_into_view(locator: Any, block: str = "center") -> None:
+    """Scroll the first element of ``locator`` into the middle of its scrolling container.
+
+    Voila renders a ``go.FigureWidget`` only once it is in view: scroll its output into
+    view (``scroll_into_view(output_of(page, slider))``) before reading its plot.
+    """
+    locator.first.evaluate("(el, block) => el.scrollIntoView({block, inline: 'nearest'})", block)
+
+
 # --------------------------------------------------------------------------- plotly
 
+# A plot is given as its document-order index among the page's plotly graphs (an int) or
+# as a Playwright Locator / ElementHandle of the graph div (see ``plot_in``). In the page,
+# ``target`` is either the index or the element itself.
 _PLOT_DATA_JS = r"""
-(i) => {
-  const gd = document.querySelectorAll('.js-plotly-plot')[i];
+(target) => {
+  const gd = typeof target === 'number' ? document.querySelectorAll('.js-plotly-plot')[target] : target;
   if (!gd || !gd.data) return null;
-  // Typed arrays (plotly.py may ship arrays as binary) become plain lists;
-  // private keys are dropped, so the result is JSON and comparable.
-  return JSON.parse(JSON.stringify(gd.data, (k, v) =>
-    (k.startsWith('_') ? undefined : (ArrayBuffer.isView(v) ? Array.from(v) : v))));
+  // plotly.py >= 6 may ship arrays as {dtype, bdata: base64[, shape]}: decode them, and
+  // make typed arrays plain lists; private keys are dropped, so the result is JSON and
+  // comparable.
+  const TYPES = {f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
+                 u2: Uint16Array, i1: Int8Array, u1: Uint8Array, u1c: Uint8ClampedArray};
+  const decode = (v) => {
+    const bytes = Uint8Array.from(atob(v.bdata), ch => ch.charCodeAt(0));
+    const flat = Array.from(new TYPES[v.dtype](bytes.buffer));
+    const shape = typeof v.shape === 'string' ? v.shape.split(',').map(Number) : v.shape;
+    if (!shape || shape.length < 2) return flat;
+    const [rows, cols] = shape;
+    return Array.from({length: rows}, (_, r) => flat.slice(r * cols, (r + 1) * cols));
+  };
+  return JSON.parse(JSON.stringify(gd.data, (k, v) => {
+    if (k.startsWith('_')) return undefined;
+    if (ArrayBuffer.isView(v)) return Array.from(v);
+    if (v && typeof v === 'object' && typeof v.bdata === 'string' && v.dtype in TYPES) return decode(v);
+    return v;
+  }));
 }
 """
 
 
-def read_plotly_data(page: Any, plot_index: int = 0, *, timeout: float = UI_TIMEOUT) -> list[dict]:
-    """The ``data`` (list of traces) of the ``plot_index``-th rendered plotly graph.
+def _plot_target(plot: Any, timeout: float) -> Any:
+    """An int index as is; a Locator -> the ElementHandle of its graph div, once attached."""
+    if isinstance(plot, int):
+        return plot
+    if hasattr(plot, "wait_for"):  # a Locator
+        plot.wait_for(state="attached", timeout=timeout * 1000)
+        return plot.element_handle(timeout=timeout * 1000)
+    return plot  # an ElementHandle
 
-    Waits until that graph exists and has data. A ``go.FigureWidget`` renders one
-    ``.js-plotly-plot`` div; indices follow document order.
+
+def plot_in(container: Any, index: int = 0) -> Any:
+    """Locator of the ``index``-th plotly graph div inside ``container`` (a Locator),
+    e.g. ``plot_in(output_of(page, slider))``: the plot of the widget that owns a slider."""
+    return container.locator(".js-plotly-plot").nth(index)
+
+
+def read_plotly_data(page: Any, plot_index: Any = 0, *, plot: Any = None,
+                     timeout: float = UI_TIMEOUT) -> list[dict]:
+    """The ``data`` (list of traces) of a rendered plotly graph, as JSON (lists, not bdata).
+
+    The graph is ``plot`` (a Locator or ElementHandle of the graph div, e.g. from
+    ``plot_in``) or else the ``plot_index``-th ``.js-plotly-plot`` of the page, in document
+    order (a ``go.FigureWidget`` renders one such div). Waits until the graph exists and has
+    data.
     """
+    target = _plot_target(plot_index if plot is None else plot, timeout)
     page.wait_for_function(
-        "(i) => { const g = document.querySelectorAll('.js-plotly-plot')[i]; return !!(g && g.data && g.data.length); }",
-        arg=plot_index, timeout=timeout * 1000, polling=100)
-    return page.evaluate(_PLOT_DATA_JS, plot_index)
+        "(t) => { const g = typeof t === 'number' ? document.querySelectorAll('.js-plotly-plot')[t] : t;"
+        " return !!(g && g.data && g.data.length); }",
+        arg=target, timeout=timeout * 1000, polling=100)
+    return page.evaluate(_PLOT_DATA_JS, target)
 
 
-def wait_for_plot(page: Any, predicate: str, *, plot_index: int = 0, arg: Any = None,
+def wait_for_plot(page: Any, predicate: str, *, plot_index: Any = 0, plot: Any = None, arg: Any = None,
                   timeout: float = PLOT_CHANGE_TIMEOUT) -> list[dict]:
     """Wait until the JS ``predicate(data, arg)`` is true for the plot's data; return the data.
 
     ``predicate`` is a JS function source receiving the traces as ``read_plotly_data``
     returns them, e.g. ``"(d, v) => d[1].x[0] === v"`` with ``arg=9``. Polls in the page
-    with ``page.wait_for_function``.
+    with ``page.wait_for_function``. The plot is chosen as in ``read_plotly_data``.
     """
-    fn = "([i, arg]) => { const d = (%s)(i); return d !== null && !!(%s)(d, arg); }" % (_PLOT_DATA_JS, predicate)
-    page.wait_for_function(fn, arg=[plot_index, arg], timeout=timeout * 1000, polling=50)
-    return page.evaluate(_PLOT_DATA_JS, plot_index)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    target = _plot_target(plot_index if plot is None else plot, timeout)
+    fn = "([t, arg]) => { const d = (%s)(t); return d !== null && !!(%s)(d, arg); }" % (_PLOT_DATA_JS, predicate)
+    try:
+        page.wait_for_function(fn, arg=[target, arg], timeout=timeout * 1000, polling=50)
+    except PlaywrightTimeoutError:
+        now = page.evaluate(_PLOT_DATA_JS, target)
+        raise TimeoutError(f"plot condition {predicate} (arg {arg!r}) not met within {timeout:.0f} s;"
+                           f" the plot's data now: {summarize_plot(now)}") from None
+    return page.evaluate(_PLOT_DATA_JS, target)
+
+
+def summarize_plot(data: list[dict] | None, width: int = 120) -> str:
+    """One line per trace (name, x, y, shortened) for failure messages."""
+    if data is None:
+        return "no plot"
+    def short(v: Any) -> str:
+        text = json.dumps(v)
+        return text if len(text) <= width else text[:width] + "..."
+    return "".join(f"\n  [{i}] {t.get('name')!r}: x={short(t.get('x'))} y={short(t.get('y'))}"
+                   for i, t in enumerate(data))
 
 
 def wait_for_plot_change(page: Any, before: list[dict], timeout: float = PLOT_CHANGE_TIMEOUT, *,
-                         plot_index: int = 0) -> list[dict]:
+                         plot_index: Any = 0, plot: Any = None) -> list[dict]:
     """Wait until the plot's data differ from ``before`` (as read by ``read_plotly_data``).
 
     Returns the new data. A callback that updates traces outside ``fig.batch_update()``
     may be caught half-way: then wait on the final state with ``wait_for_plot``.
     """
     return wait_for_plot(page, "(d, before) => JSON.stringify(d) !== JSON.stringify(before)",
-                         plot_index=plot_index, arg=before, timeout=timeout)
+                         plot_index=plot_index, plot=plot, arg=before, timeout=timeout)
