@@ -158,12 +158,18 @@ def bench_moe_full() -> None:
 def bench_moe_scaling() -> None:
     """Issue 3 §6: how timing-only cost grows from S = 1K to S = 1M tokens (target < 5x)."""
     from npu_lab.kernels.moe_gating import simulate_moe_gating
+    from npu_lab.kernels.moe_gating.fused import tile_order, tile_points
+
+    def cold(S, version):
+        # per-tiling caches cleared: every run pays for its tile tables, as a new shape would
+        tile_points.cache_clear()
+        tile_order.cache_clear()
+        return simulate_moe_gating(1, S, 64, 2, version=version, tile_s=8)
 
     section("MoeGatingTopK timing-only cost, S = 1K -> 1M tokens (E=64, K=2, tileS=8)")
     for version in ("v1", "v2", "v3", "discrete"):
-        small = median_seconds(lambda: simulate_moe_gating(1, 1024, 64, 2, version=version, tile_s=8))
-        large = median_seconds(lambda: simulate_moe_gating(1, 1 << 20, 64, 2, version=version, tile_s=8),
-                               repeats=3)
+        small = median_seconds(lambda: cold(1024, version))
+        large = median_seconds(lambda: cold(1 << 20, version), repeats=3)
         row(f"{version}: S=1K / S=1M", small * 1e3, "ms", f"{large * 1e3:.1f} ms at 1M")
         row(f"{version}: growth for 1024x the work", large / small, "x")
 

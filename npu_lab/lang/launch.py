@@ -41,6 +41,21 @@ def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
     return wrap(fn) if fn is not None else wrap
 
 
+def _classes(labels: np.ndarray):
+    """(unique labels, first block of each, class of each block), like np.unique; small
+    non-negative integer labels (the usual: a tile's size) take a linear-time path."""
+    if labels.dtype.kind in "iu" and len(labels) and labels.min() >= 0 and labels.max() < (1 << 20):
+        counts = np.bincount(labels)
+        uniq = np.flatnonzero(counts)
+        if len(uniq) <= 16:
+            remap = np.zeros(len(counts), dtype=np.int64)
+            remap[uniq] = np.arange(len(uniq))
+            inverse = remap[labels]
+            first = np.array([int(np.argmax(inverse == c)) for c in range(len(uniq))], dtype=np.int64)
+            return uniq, first, inverse
+    return np.unique(labels, return_index=True, return_inverse=True)
+
+
 def _check_block_dim(block_dim) -> int:
     if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
         raise ValueError(f"block_dim must be a whole number >= 1 (the number of blocks to run), got {block_dim!r}")
@@ -73,7 +88,7 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
             raise ValueError(f"block_classes returned shape {labels.shape}, expected ({block_dim},)")
     else:
         labels = np.arange(block_dim)
-    uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    uniq, first, inverse = _classes(labels)
 
     def run_block(idx: int):
         ctx = KernelContext(hw, idx, block_dim, core_type=core_type, timing_only=timing_only,

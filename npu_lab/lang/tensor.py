@@ -14,10 +14,23 @@ import numpy as np
 SUPPORTED_DTYPES = ("float32", "float16", "int32", "uint8", "int16", "uint32", "int8")
 
 
+_CHECKED_DTYPES: dict = {}
+
+
 def as_dtype(dtype) -> np.dtype:
+    """``np.dtype(dtype)`` if the device model supports it, else a TypeError (cached: every
+    tensor view asks)."""
+    try:
+        return _CHECKED_DTYPES[dtype]
+    except (KeyError, TypeError):
+        pass
     dt = np.dtype(dtype)
     if dt.name not in SUPPORTED_DTYPES:
         raise TypeError(f"dtype {dt.name} is not supported on the device model; use one of {SUPPORTED_DTYPES}")
+    try:
+        _CHECKED_DTYPES[dtype] = dt
+    except TypeError:
+        pass
     return dt
 
 

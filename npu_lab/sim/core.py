@@ -15,6 +15,7 @@ sizes, which is why a timing-only run reproduces a full run exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -56,35 +57,71 @@ def issuing_source() -> tuple[str, int]:
     return (frame.f_code.co_filename, frame.f_lineno)
 
 
+_EMPTY_COLUMNS = (np.zeros(0, np.int8), np.zeros(0, object), np.zeros(0), np.zeros(0),
+                  np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object))
+
+
 @dataclass
 class BlockTrace:
-    """What one block did, times relative to the block's start (cycles). Column arrays, one row
-    per instruction: pipe code, name, start, end, bytes moved, elements processed, source."""
+    """What one block did, times relative to the block's start (cycles).
 
-    pipe: np.ndarray
-    name: np.ndarray
-    start_cycles: np.ndarray
-    end_cycles: np.ndarray
-    nbytes: np.ndarray
-    elements: np.ndarray
-    source: np.ndarray  # object array of (file, line)
+    Events are column arrays (pipe code, name, start, end, bytes, elements, source), stored as
+    segments ``(columns, copies, period)``: plain events have period 0 (and copies 1); a
+    fast-forwarded loop keeps one period of events and ``copies`` more shifted by 1, 2, ...
+    periods, so a block of a million tiles stays small. The columns are
+    materialised (``.pipe``, ``.start_cycles``, ...) only when somebody asks."""
+
+    segments: list
     hbm_read_bytes: int
     hbm_write_bytes: int
     vector_repeats: int
     duration_cycles: float
 
+    @functools.cached_property
+    def _columns(self) -> tuple:
+        parts = []
+        for cols, copies, period in self.segments:
+            if period == 0:          # plain events, as issued
+                parts.append(cols)
+                continue
+            n = len(cols[0])
+            shift = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
+            rep = [np.tile(c, copies) for c in cols]
+            rep[2] = rep[2] + shift
+            rep[3] = rep[3] + shift
+            parts.append(tuple(rep))
+        if not parts:
+            return _EMPTY_COLUMNS
+        return tuple(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts))
+
+    pipe = property(lambda self: self._columns[0])
+    name = property(lambda self: self._columns[1])
+    start_cycles = property(lambda self: self._columns[2])
+    end_cycles = property(lambda self: self._columns[3])
+    nbytes = property(lambda self: self._columns[4])
+    elements = property(lambda self: self._columns[5])
+    source = property(lambda self: self._columns[6])  # object array of (file, line)
+
+    def __len__(self) -> int:
+        return sum(len(cols[0]) * copies for cols, copies, _ in self.segments)
+
     def same_work_as(self, other: "BlockTrace") -> bool:
         return (self.duration_cycles == other.duration_cycles
-                and len(self.pipe) == len(other.pipe)
+                and len(self) == len(other)
                 and np.array_equal(self.pipe, other.pipe)
                 and np.array_equal(self.start_cycles, other.start_cycles)
                 and np.array_equal(self.end_cycles, other.end_cycles)
                 and np.array_equal(self.nbytes, other.nbytes))
 
-    def busy_cycles_by_pipe(self) -> dict[str, float]:
-        busy = np.bincount(self.pipe, weights=self.end_cycles - self.start_cycles,
-                           minlength=len(ALL_PIPES))
+    @functools.cached_property
+    def _busy(self) -> dict[str, float]:
+        busy = np.zeros(len(ALL_PIPES))
+        for cols, copies, _ in self.segments:
+            busy += copies * np.bincount(cols[0], weights=cols[3] - cols[2], minlength=len(ALL_PIPES))
         return {p: float(busy[PIPE_CODE[p]]) for p in ALL_PIPES}
+
+    def busy_cycles_by_pipe(self) -> dict[str, float]:
+        return dict(self._busy)
 
 
 class CoreState:
@@ -97,7 +134,7 @@ class CoreState:
         self.floor = dict.fromkeys(pipes, 0.0)  # earliest start of the next one (waited flags)
         self.flags: dict[tuple[str, str], deque] = {}
         self.events: list[tuple] = []
-        self._segments: list[tuple] = []   # column arrays of events already flushed
+        self._segments: list[tuple] = []   # (columns, copies, period) of events already flushed
         self.hbm_read_bytes = 0
         self.hbm_write_bytes = 0
         self.vector_repeats = 0
@@ -165,25 +202,26 @@ class CoreState:
             self._check_pipe(pipe)
 
     def event_count(self) -> int:
-        return sum(len(seg[0]) for seg in self._segments) + len(self.events)
+        return sum(len(cols[0]) * copies for cols, copies, _ in self._segments) + len(self.events)
 
     def replicate_events(self, first: int, copies: int, period: float) -> None:
         """Append ``copies`` copies of the events from index ``first`` on, each shifted by
-        another ``period`` cycles (a fast-forwarded steady-state loop)."""
+        another ``period`` cycles (a fast-forwarded steady-state loop). Stored compressed."""
         self._flush()
-        cols = [np.concatenate(c) for c in zip(*self._segments)] if len(self._segments) > 1 else list(self._segments[0])
-        self._segments = [tuple(cols)]
-        tail = [c[first:] for c in cols]
-        n = len(tail[0])
-        shifts = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
-        rep = [np.tile(c, copies) for c in tail]
-        rep[2] = rep[2] + shifts
-        rep[3] = rep[3] + shifts
-        self._segments.append(tuple(rep))
+        # the period's events lie in the plain segments after the last compressed one
+        last = max((k for k, seg in enumerate(self._segments) if seg[2] != 0), default=-1)
+        head = self._segments[:last + 1]
+        plain = self._segments[last + 1:]
+        offset = sum(len(cols[0]) * c for cols, c, _ in head)
+        cols = tuple(np.concatenate(c) for c in zip(*(seg[0] for seg in plain)))
+        cut = first - offset
+        before = tuple(c[:cut] for c in cols)
+        period_events = tuple(c[cut:] for c in cols)
+        self._segments = head + [(before, 1, 0.0), (period_events, 1, 0.0), (period_events, copies, period)]
 
     def _flush(self) -> None:
         if self.events:
-            self._segments.append(self._columns(self.events))
+            self._segments.append((self._columns(self.events), 1, 0.0))
             self.events = []
 
     @staticmethod
@@ -198,31 +236,7 @@ class CoreState:
                 source)
 
     def finish(self) -> BlockTrace:
-        if self._segments:
-            self._flush()
-            pipe, name, start, end, nbytes, elements, source = (np.concatenate(c) for c in zip(*self._segments))
-            duration = max(self.free.values()) if self.free else 0.0
-            return BlockTrace(pipe, name, start, end, nbytes, elements, source, self.hbm_read_bytes,
-                              self.hbm_write_bytes, self.vector_repeats, float(duration))
-        events = self.events
-        n = len(events)
-        if n:
-            cols = list(zip(*events))
-            pipe = np.fromiter(cols[0], dtype=np.int8, count=n)
-            name = np.array(cols[1], dtype=object)
-            start = np.fromiter(cols[2], dtype=np.float64, count=n)
-            end = np.fromiter(cols[3], dtype=np.float64, count=n)
-            nbytes = np.fromiter(cols[4], dtype=np.int64, count=n)
-            elements = np.fromiter(cols[5], dtype=np.int64, count=n)
-            source = np.empty(n, dtype=object)
-            source[:] = cols[6]
-        else:
-            pipe = np.zeros(0, np.int8)
-            name = np.zeros(0, object)
-            start = end = np.zeros(0)
-            nbytes = elements = np.zeros(0, np.int64)
-            source = np.zeros(0, object)
+        self._flush()
         duration = max(self.free.values()) if self.free else 0.0
-        return BlockTrace(pipe, name, start, end, nbytes, elements, source,
-                          self.hbm_read_bytes, self.hbm_write_bytes, self.vector_repeats,
-                          float(duration))
+        return BlockTrace(list(self._segments), self.hbm_read_bytes, self.hbm_write_bytes,
+                          self.vector_repeats, float(duration))

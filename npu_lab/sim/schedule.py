@@ -16,15 +16,15 @@ import numpy as np
 
 def _uniform_run(n: int, cores: int, duration: float, dispatch: float) -> tuple[np.ndarray, np.ndarray]:
     """Starts and cores of n equal blocks on idle cores (exact solution of the recurrence)."""
-    i = np.arange(n, dtype=np.int64)
-    core = i % cores
+    wave, core = np.divmod(np.arange(n, dtype=np.int64), cores)
     if duration + dispatch >= cores * dispatch:
         # cores are the bottleneck: waves of `cores` blocks, each wave dispatch-staggered
-        start = (core + 1) * dispatch + (i // cores) * (duration + dispatch)
+        start = wave * (duration + dispatch)
+        start += (core + 1) * dispatch
     else:
         # the scheduler is the bottleneck: one block every `dispatch`
-        start = (i + 1) * dispatch
-    return start.astype(np.float64, copy=False), core
+        start = np.arange(1, n + 1, dtype=np.float64) * dispatch
+    return start, core
 
 
 def schedule_blocks(durations: np.ndarray, cores: int, dispatch: float) -> tuple[np.ndarray, np.ndarray]:

@@ -78,9 +78,9 @@ def scalar_topk_softmax(ctx, scores, values, indices, E: int, K: int) -> None:
 def tile_points(t: MoeGatingTiling) -> np.ndarray:
     """Points in each tile, by tile index (tileB = 1: the last tile of each batch may be short).
     Cached per tiling (every block of a launch asks); the array is read-only."""
-    tile = np.arange(t.totalTiles)
-    s_start = (tile % t.tilesPerBatch) * t.tileS
-    points = np.minimum(t.tileS, t.S - s_start) * t.tileB
+    points = np.full(t.totalTiles, t.tileS * t.tileB, dtype=np.int64)
+    tail = t.S - (t.tilesPerBatch - 1) * t.tileS     # the last tile of each batch
+    points[t.tilesPerBatch - 1::t.tilesPerBatch] = tail * t.tileB
     points.flags.writeable = False
     return points
 
@@ -94,7 +94,8 @@ def tile_order(t: MoeGatingTiling) -> np.ndarray:
     """The order in which looping blocks deal out tiles: full tiles first, short tail tiles last.
     Dealt round-robin, the short tiles then land on the blocks that got fewer full tiles, so a
     static assignment packs as well as the hardware's dynamic block scheduler does."""
-    order = np.argsort(tile_points(t) < t.tileBS, kind="stable")
+    full = tile_points(t) == t.tileBS
+    order = np.concatenate([np.flatnonzero(full), np.flatnonzero(~full)])
     order.flags.writeable = False
     return order
 
