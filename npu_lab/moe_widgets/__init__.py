@@ -1,0 +1,33 @@
+"""ipywidgets explorers for MoeGatingTopK (notebooks 02, 03 and 04).
+
+Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
+``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` built once with its full layout and
+updated in place inside one ``fig.batch_update()``, ``.status`` is an HTML line, ``.widget`` is
+the box to display (the explorer displays itself too), and ``update()`` recomputes from the
+current control values. Setting a control's ``.value`` from code drives it exactly as a slider
+move does; ``set(**values)`` changes several controls and redraws once.
+
+Every number comes from timing-only simulations (:func:`~npu_lab.kernels.moe_gating.sweep`,
+:func:`~npu_lab.kernels.moe_gating.simulate_moe_gating`), cached per configuration so moving
+the tileS slider over values already seen costs well under a millisecond of simulation.
+Configurations the library refuses (K > E, a tile that overflows the Unified Buffer, a row too
+wide for one core) show the library's error message in ``.status`` instead of raising; the
+message is also kept in ``.error`` (None after a successful update).
+
+* :class:`TileSweepExplorer` -- latency against tileS, the current tileS highlighted, the
+  article's measured points overlaid, a per-tileS table (notebook 04);
+* :class:`UbBudgetExplorer` -- the Unified Buffer budget as a stacked bar, the tiling struct and
+  its packed bytes, the article's estimate against the honest budget (notebook 03);
+* :class:`DiscreteChainExplorer` -- the three launches of the discrete chain: launch overhead
+  against work, HBM bytes moved against the minimum (notebook 02).
+
+No library module imports this one (DESIGN.md §2).
+"""
+
+from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes
+from .discrete_chain import DiscreteChainExplorer
+from .tile_sweep import TileSweepExplorer
+from .ub_budget import UbBudgetExplorer, ub_breakdown
+
+__all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
+           "DiscreteChainExplorer", "minimum_hbm_bytes", "ub_breakdown"]

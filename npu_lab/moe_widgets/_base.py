@@ -1,0 +1,147 @@
+"""What the MoE explorers share: chip/version choices, input checks, the error line, a small
+LRU cache and the :class:`_Explorer` base (controls → update → figure state)."""
+
+from __future__ import annotations
+
+import html
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+
+import ipywidgets as W
+import numpy as np
+import plotly.graph_objects as go
+
+from ..hardware import HardwareSpec, HardwareSpecError
+from ..kernels.moe_gating import VERSIONS
+from ..lang import UbOverflowError
+from ..presets import get_preset
+from ..sim import SimulationError
+from ..viz import sync_widget_state
+
+#: Chips the explorers offer: the article-fitted preset and the two datasheet presets.
+MOE_CHIPS = ("article", "ascend-910b2", "ascend-310p3")
+#: Fused kernel versions (everything but the discrete chain), in teaching order.
+FUSED_VERSIONS = tuple(v for v in VERSIONS if v != "discrete")
+#: The article's UB assumption, in bytes.
+ARTICLE_UB_BYTES = 256 * 1024
+
+# Errors a learner can provoke with the controls: shown in the status line, never raised.
+_EXPECTED_ERRORS = (ValueError, UbOverflowError, HardwareSpecError, SimulationError)
+_CACHE_SIZE = 512
+_SHORT_VERSION = {"v1": "synchronous", "v2": "double-buffered", "v2_bad_sync": "the sync pitfall",
+                  "v3": "vectorized", "v3_fast_exp": "polynomial exp"}
+_DROPDOWN = dict(width="300px")
+_ERROR_STYLE = "color:#b00020"
+
+
+def minimum_hbm_bytes(B: int, S: int, E: int, K: int, dtype_bytes: int = 4) -> int:
+    """The least HBM traffic any MoeGatingTopK can move: read the logits once
+    (B·S·E·dtype) and write the outputs once (B·S·K indices int32 + weights float32 = 8 B each)."""
+    return B * S * E * dtype_bytes + B * S * K * 8
+
+
+# ---------------------------------------------------------------------------- helpers
+def _check_int(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}")
+    return int(value)
+
+
+def _chip_options(chips=MOE_CHIPS) -> list[tuple[str, str]]:
+    options = []
+    for name in chips:
+        try:
+            spec = get_preset(name)
+        except (FileNotFoundError, HardwareSpecError):
+            continue  # e.g. the fitted preset before its data file is generated
+        label = "article (fitted)" if name == "article" else name
+        options.append((f"{label} \u00b7 UB {spec.ub_bytes // 1024} KB", name))
+    return options
+
+
+def _check_choice(name: str, value, options) -> str:
+    values = [v for _, v in options]
+    if value not in values:
+        raise ValueError(f"{name} must be one of {values}, got {value!r}")
+    return value
+
+
+def _error_html(prefix: str, message: str) -> str:
+    return (f"<span style='{_ERROR_STYLE}'><b>{html.escape(prefix)} does not run:</b> "
+            f"{html.escape(message)}</span>")
+
+
+class _LRU(OrderedDict):
+    """A small least-recently-used cache: ``get_or(key, make)``."""
+
+    def get_or(self, key, make):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        value = make()
+        self[key] = value
+        if len(self) > _CACHE_SIZE:
+            self.popitem(last=False)
+        return value
+
+
+class _Explorer:
+    """Shared plumbing: observers, ``set(...)``, display, timing of the last update."""
+
+    figure: go.FigureWidget
+    status: W.HTML
+    widget: W.Box
+    error: str | None = None
+    last_update_s: float = 0.0
+    _controls: tuple = ()
+
+    def _watch(self, *controls) -> None:
+        self._controls = controls
+        self._held = False
+        for control in controls:
+            control.observe(self._on_change, names="value")
+
+    def _on_change(self, change=None) -> None:
+        if self._held:
+            return
+        start = time.perf_counter()
+        self.update()
+        self._sync_figure_state()
+        self.last_update_s = time.perf_counter() - start
+
+    def _sync_figure_state(self) -> None:
+        sync_widget_state(self.figure)
+
+    @contextmanager
+    def hold(self):
+        """Change several controls inside ``with explorer.hold(): ...``; redraw once at the end."""
+        self._held = True
+        try:
+            yield self
+        finally:
+            self._held = False
+            self._on_change()
+
+    def set(self, **values) -> None:
+        """``explorer.set(S=2048, E=256)``: set several controls, then redraw once."""
+        unknown = [k for k in values if not isinstance(getattr(self, k, None), W.ValueWidget)]
+        if unknown:
+            names = [k for k, v in vars(self).items() if any(v is c for c in self._controls)]
+            raise AttributeError(f"no control named {unknown}; controls: {names}")
+        with self.hold():
+            for key, value in values.items():
+                getattr(self, key).value = value
+
+    def update(self) -> None:  # pragma: no cover - each explorer defines it
+        raise NotImplementedError
+
+    def _spec(self, chip: str) -> HardwareSpec:
+        return get_preset(chip)
+
+    def _repr_mimebundle_(self, **kwargs):
+        self._sync_figure_state()
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+# ---------------------------------------------------------------------------- tileS sweep
