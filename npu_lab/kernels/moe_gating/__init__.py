@@ -3,7 +3,8 @@
 In teaching order:
 
 * :mod:`.reference` -- the independent numpy reference every kernel version is checked against;
-* :mod:`.tiling` -- the host-side tiling struct, the UB budget per kernel version, the tileS rule;
+* :mod:`.tiling` -- the host-side tiling struct and the tileS rule;
+* :mod:`.ub_budget` -- the Unified Buffer layout of every kernel version (what kernels allocate);
 * :mod:`.discrete` -- the framework chain Softmax → TopK → Renormalise (three launches);
 * :mod:`.fused` -- v1 (the article's kernel) and v2 (double-buffered, and its sync pitfall);
 * :mod:`.vectorized` -- v3 (vector top-K and softmax) and the polynomial exp;
