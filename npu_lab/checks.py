@@ -53,3 +53,9 @@ def parse_number(answer):
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def parse_whole(answer):
+    """A whole number (int) from a number or numeric string ('8192', '8,192 bytes'), else None."""
+    value = parse_number(answer)
+    return int(value) if value is not None and value == int(value) else None

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from .checks import CheckResult, missing as _missing, parse_number as _as_number, right as _right, wrong as _wrong
+from .checks import (CheckResult, missing as _missing, parse_number as _as_number,
+                     parse_whole as _whole, right as _right, wrong as _wrong)
 from .presets import get_preset
 
 __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
@@ -121,10 +122,9 @@ def check_largest_tile_len(answer) -> CheckResult:
     hw = get_preset("ascend-910b2")
     per_element = 3 * 2 * 4          # 3 queues x 2 buffers x 4 bytes
     truth = hw.ub_bytes // per_element // 8 * 8
-    value = _as_number(answer)
-    if value is None or value != int(value):
+    value = _whole(answer)
+    if value is None:
         return _wrong(f"Answer a whole number of elements, not {answer!r}.")
-    value = int(value)
     if value == truth:
         return _right(f"{truth} elements: 3 queues x 2 buffers x {truth} x 4 B = "
                       f"{per_element * truth} B = the whole {hw.ub_bytes // 1024} KB UB. (The article "

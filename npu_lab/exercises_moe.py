@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from .data import ARTICLE_SWEEP_SHAPE
-from .checks import CheckResult, missing as _missing, parse_number as _number, right as _right, wrong as _wrong
+from .checks import (CheckResult, missing as _missing, parse_number as _number,
+                     parse_whole as _whole, right as _right, wrong as _wrong)
 from .kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                  moe_ub_capacity, simulate_moe_gating, sweep)
 from .presets import get_preset
@@ -38,11 +39,6 @@ UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
 
-
-
-def _whole(answer):
-    value = _number(answer)
-    return int(value) if value is not None and value == int(value) else None
 
 
 def _percent(answer):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from .checks import CheckResult, missing as _missing, parse_number as _number, right as _right, wrong as _wrong
+from .checks import (CheckResult, missing as _missing, parse_number as _number,
+                     parse_whole as _whole, right as _right, wrong as _wrong)
 from .kernels.moe_gating import autotune, exp_speedup, simulate_moe_gating
 from .kernels.moe_gating.article import DEFAULT_FREE
 from .pipeline_diagram import STAGES, period_formula, stage_durations, steady_state_period
@@ -153,10 +154,9 @@ def check_topk_vector_instructions(answer, K: int = 8, E: int = 64) -> CheckResu
     if answer is None:
         return _missing("a whole number of instructions")
     truth = _v_instructions(K, 2, E) - _v_instructions(K, 1, E)
-    value = _number(answer)
-    if value is None or value != int(value):
+    value = _whole(answer)
+    if value is None:
         return _wrong(f"Answer a whole number of instructions, not {answer!r}.")
-    value = int(value)
     if value == truth:
         return _right(f"{truth} per tile, whatever tileS is: per round WholeReduceMax + 2 Copy (values, "
                       f"indices), plus Compare + Select in every round but the last, then Copy, Sub, Exp, "

@@ -11,13 +11,13 @@ other slot while V works on tile i — double buffering, emerging from the queue
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..hardware import HardwareSpec
 from ..lang import GlobalTensor, launch, npu_kernel
+from ..lang.tiling_struct import Int32Struct
 from ..presets import get_preset
 
 
@@ -27,24 +27,13 @@ def scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarr
 
 
 @dataclass(frozen=True)
-class ScaledAddTiling:
+class ScaledAddTiling(Int32Struct):
     """Host-side tiling: total elements, elements per block, elements per tile, buffers."""
 
     total: int
     block_len: int
     tile_len: int
     num_buffers: int
-
-    FORMAT = "<4i"
-
-    def pack(self) -> bytes:
-        return struct.pack(self.FORMAT, self.total, self.block_len, self.tile_len, self.num_buffers)
-
-    @classmethod
-    def unpack(cls, data: bytes) -> "ScaledAddTiling":
-        if len(data) != struct.calcsize(cls.FORMAT):
-            raise ValueError(f"ScaledAddTiling needs {struct.calcsize(cls.FORMAT)} bytes, got {len(data)}")
-        return cls(*struct.unpack(cls.FORMAT, data))
 
     @property
     def block_dim(self) -> int:

@@ -17,30 +17,23 @@ have this problem.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...lang import GlobalTensor, launch, npu_kernel
+from ...lang.tiling_struct import Int32Struct
 from ...sim.timeline import Timeline
 
 
 @dataclass(frozen=True)
-class RowTiling:
+class RowTiling(Int32Struct):
     """Generic row tiling of a [N, width] operator: ``rows`` rows per tile."""
 
     N: int
     E: int
     K: int
     rows: int
-
-    def pack(self) -> bytes:
-        return struct.pack("<4i", self.N, self.E, self.K, self.rows)
-
-    @classmethod
-    def unpack(cls, data: bytes) -> "RowTiling":
-        return cls(*struct.unpack("<4i", data))
 
     @property
     def tiles(self) -> int:

@@ -18,11 +18,11 @@ no second buffer, no temporaries) so a notebook can set the two side by side.
 from __future__ import annotations
 
 import numbers
-import struct
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ...lang.tiling_struct import Int32Struct
 from .ub_budget import (MOE_UB_VERSIONS, UbBuffer, _ceil_div, _check_int, moe_ub_budget, moe_ub_bytes,
                         moe_ub_capacity)
 
@@ -58,7 +58,7 @@ def _check_shape(B, S, E, K) -> tuple[int, int, int, int]:
 
 
 @dataclass(frozen=True)
-class MoeGatingTiling:
+class MoeGatingTiling(Int32Struct):
     """The article's ``MoeGatingTiling`` struct; field names mirror the C struct.
 
     All fields are int32 on the device. ``B, S, E, K`` are the runtime shape (gate logits
@@ -83,10 +83,10 @@ class MoeGatingTiling:
     tilesPerBatch: int
     ubCapacity: int
 
-    #: ``struct`` format: ten little-endian int32, in field order.
+    #: ``struct`` format: ten little-endian int32, in field order (pack/unpack: Int32Struct).
     STRUCT_FORMAT = "<10i"
     #: Size of the packed struct in bytes.
-    NBYTES = struct.calcsize("<10i")
+    NBYTES = 40
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -133,27 +133,6 @@ class MoeGatingTiling:
             tilesPerBatch=tiles_per_batch,
             ubCapacity=ubCapacity,
         )
-
-    def pack(self) -> bytes:
-        """The 40 bytes the host copies to the device: ten little-endian int32, field order."""
-        return struct.pack(self.STRUCT_FORMAT, *astuple(self))
-
-    @classmethod
-    def unpack(cls, data) -> "MoeGatingTiling":
-        """Inverse of :meth:`pack`; validates the values like the constructor."""
-        try:
-            raw = memoryview(data).tobytes()  # bytes(12) would silently mean 12 zeros
-        except TypeError:
-            raise TypeError(
-                f"MoeGatingTiling.unpack needs a bytes-like object; got {type(data).__name__}"
-            ) from None
-        if len(raw) != cls.NBYTES:
-            names = ", ".join(f.name for f in fields(cls))
-            raise ValueError(
-                f"MoeGatingTiling.unpack expects exactly {cls.NBYTES} bytes "
-                f"(10 little-endian int32 fields: {names}); got {len(raw)} bytes"
-            )
-        return cls(*struct.unpack(cls.STRUCT_FORMAT, raw))
 
     def tile_range(self, block_idx: int) -> tuple[int, int, int, int]:
         """Half-open ranges ``(b_start, b_end, s_start, s_end)`` handled by block ``block_idx``.
