@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from npu_lab import GlobalTensor, KernelContext, RaceError, SimulationError, get_preset, launch, npu_kernel
+from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, QueueError, TBuf, TPosition, TQue
 from npu_lab.sim.core import ALL_PIPES, CUBE_PIPES, PIPE_CODE, VECTOR_PIPES, CoreState
 from npu_lab.sim.costs import dma_cycles, mmad_cycles, round_up, scalar_cycles, vector_cycles
 
@@ -51,6 +52,20 @@ def events_of(ctx_or_core):
 
 def gm(n, dtype=np.float32, name="gm"):
     return GlobalTensor.from_array(np.arange(n).astype(dtype), name)
+
+
+def ub(ctx, dtype, count, name):
+    """A scratch UB tensor of ``count`` elements (a TBuf, as a kernel would get one)."""
+    buf = TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(buf, count * np.dtype(dtype).itemsize, name=name)
+    return buf.get(dtype)
+
+
+def queue(ctx, position, num, nbytes, name, depth=1):
+    """``TQue<position, depth>`` with ``num`` slots of ``nbytes``."""
+    q = TQue(position, depth)
+    ctx.pipe.init_buffer(q, num, nbytes, name=name)
+    return q
 
 
 # ---- per-pipe order, parallel pipes, the scalar unit -------------------------------------------
@@ -146,7 +161,19 @@ def test_wait_flag_without_set_flag_raises():
     cs = core()
     with pytest.raises(SimulationError) as info:
         cs.wait_flag("MTE2", "V")
-    assert "set_flag(MTE2, V)" in str(info.value)
+    assert "MTE2_V" in str(info.value) and "set_flag" in str(info.value)
+    ctx = ctx_on()                       # through the kernel API: event and id are named
+    with pytest.raises(SimulationError, match="V_MTE3, event 5.*set_flag"):
+        ctx.wait_flag("V_MTE3", 5)
+
+
+def test_flags_with_different_event_ids_are_separate():
+    """set_flag("MTE2_V", 0) is not matched by wait_flag("MTE2_V", 1): ids are separate flags."""
+    ctx = ctx_on()
+    ctx.set_flag("MTE2_V", 0)
+    with pytest.raises(SimulationError, match="event 1"):
+        ctx.wait_flag("MTE2_V", 1)
+    ctx.wait_flag("MTE2_V", 0)
 
 
 def test_wait_on_s_stalls_the_scalar_unit():
@@ -199,11 +226,11 @@ def test_block_trace_duration_and_busy_time():
 def test_event_source_is_the_line_that_issued_the_instruction():
     """Each event remembers the kernel source line (file, line) that issued it."""
     ctx = ctx_on()
-    buf = ctx.pipe.alloc_local(np.float32, 64, "buf")
-    ctx.duplicate(buf, 1.0)  # the issuing line
+    buf = ub(ctx, np.float32, 64, "buf")
+    ctx.duplicate(buf, 1.0, 64)  # the issuing line
     (filename, line), = [src for *_rest, src in ctx.core.events]
     assert filename == __file__
-    assert "ctx.duplicate(buf, 1.0)  # the issuing line" in linecache.getline(filename, line)
+    assert "ctx.duplicate(buf, 1.0, 64)  # the issuing line" in linecache.getline(filename, line)
 
 
 # ---- TQue: buffers, enque/deque, double buffering ------------------------------------------------
@@ -215,20 +242,20 @@ def _pipeline(num_buffers: int, tiles: int = 3, tile=2048, compute_reps=8):
     ctx = ctx_on()
     src = GlobalTensor.from_array(np.linspace(-1, 1, tiles * tile, dtype=np.float32), "src")
     dst = GlobalTensor.empty(tiles * tile, np.float32, "out")
-    q_in = ctx.pipe.init_queue("VECIN", num_buffers, tile * 4, "in")
-    q_out = ctx.pipe.init_queue("VECOUT", num_buffers, tile * 4, "out")
+    q_in = queue(ctx, TPosition.VECIN, num_buffers, tile * 4, "in")
+    q_out = queue(ctx, TPosition.VECOUT, num_buffers, tile * 4, "out")
     for i in range(tiles):
-        x = q_in.alloc_tensor(np.float32, tile)
-        ctx.data_copy(x, src[i * tile:(i + 1) * tile])
+        x = q_in.alloc_tensor(np.float32)
+        ctx.data_copy(x, src[i * tile], tile)
         q_in.enque(x)
-        x = q_in.deque()
-        y = q_out.alloc_tensor(np.float32, tile)
+        x = q_in.deque(np.float32)
+        y = q_out.alloc_tensor(np.float32)
         for _ in range(compute_reps):
-            ctx.exp(y, x)
+            ctx.exp(y, x, tile)
         q_out.enque(y)
         q_in.free_tensor(x)
-        y = q_out.deque()
-        ctx.data_copy(dst[i * tile:(i + 1) * tile], y)
+        y = q_out.deque(np.float32)
+        ctx.data_copy(dst[i * tile], y, tile)
         q_out.free_tensor(y)
     ev = events_of(ctx)
     loads = [e for e in ev if e["pipe"] == "MTE2"]
@@ -273,32 +300,32 @@ def test_double_buffering_is_faster_than_single():
 def test_alloc_with_all_buffers_in_use_raises():
     """A second alloc from a 1-slot queue before free_tensor would hang the device."""
     ctx = ctx_on()
-    q = ctx.pipe.init_queue("VECIN", 1, 256, "x_in")
+    q = queue(ctx, TPosition.VECIN, 1, 256, "x_in")
     q.alloc_tensor(np.float32)
-    with pytest.raises(SimulationError, match="x_in.*in use"):
+    with pytest.raises(QueueError, match="x_in.*in use"):
         q.alloc_tensor(np.float32)
 
 
 def test_deque_with_nothing_enqueued_raises():
     """deque() on an empty queue would wait forever on the device: SimulationError."""
     ctx = ctx_on()
-    q = ctx.pipe.init_queue("VECIN", 2, 256, "x_in")
-    with pytest.raises(SimulationError, match="nothing enqueued"):
-        q.deque()
+    q = queue(ctx, TPosition.VECIN, 2, 256, "x_in")
+    with pytest.raises(QueueError, match="nothing enqueued"):
+        q.deque(np.float32)
 
 
 def test_free_of_a_foreign_or_freed_tensor_raises():
     """free_tensor / enque only accept tensors allocated from this queue and not yet freed."""
     ctx = ctx_on()
-    q = ctx.pipe.init_queue("VECIN", 1, 256, "a")
-    other = ctx.pipe.init_queue("VECIN", 1, 256, "b")
+    q = queue(ctx, TPosition.VECIN, 1, 256, "a")
+    other = queue(ctx, TPosition.VECIN, 1, 256, "b")
     t = q.alloc_tensor(np.float32)
-    with pytest.raises(SimulationError, match="not allocated"):
+    with pytest.raises(QueueError, match="not allocated"):
         other.free_tensor(t)
     q.free_tensor(t)
-    with pytest.raises(SimulationError, match="already freed"):
+    with pytest.raises(QueueError, match="already freed"):
         q.free_tensor(t)
-    with pytest.raises(SimulationError):
+    with pytest.raises(QueueError):
         q.enque(t)
 
 
@@ -309,11 +336,11 @@ def test_missing_sync_is_a_race_error_naming_the_buffer():
     """V reading a UB buffer MTE2 is still writing (no set_flag/wait_flag between them) raises
     RaceError naming the buffer and the pipes."""
     ctx = ctx_on()
-    a = ctx.pipe.alloc_local(np.float32, 64, "tile_a")
-    b = ctx.pipe.alloc_local(np.float32, 64, "tile_b")
-    ctx.data_copy(a, gm(64))
+    a = ub(ctx, np.float32, 64, "tile_a")
+    b = ub(ctx, np.float32, 64, "tile_b")
+    ctx.data_copy(a, gm(64), 64)
     with pytest.raises(RaceError) as info:
-        ctx.add(b, a, a)
+        ctx.add(b, a, a, 64)
     msg = str(info.value)
     assert "tile_a" in msg and "MTE2" in msg and "V" in msg
     assert "set_flag" in msg or "enque" in msg
@@ -322,57 +349,57 @@ def test_missing_sync_is_a_race_error_naming_the_buffer():
 def test_the_same_code_with_the_flag_is_fine():
     """With set_flag(MTE2, V) / wait_flag(MTE2, V) the add waits and computes the right numbers."""
     ctx = ctx_on()
-    a = ctx.pipe.alloc_local(np.float32, 64, "tile_a")
-    b = ctx.pipe.alloc_local(np.float32, 64, "tile_b")
-    ctx.data_copy(a, gm(64))
-    ctx.set_flag("MTE2", "V")
-    ctx.wait_flag("MTE2", "V")
-    ctx.add(b, a, a)
+    a = ub(ctx, np.float32, 64, "tile_a")
+    b = ub(ctx, np.float32, 64, "tile_b")
+    ctx.data_copy(a, gm(64), 64)
+    ctx.set_flag("MTE2_V", 0)
+    ctx.wait_flag("MTE2_V", 0)
+    ctx.add(b, a, a, 64)
     np.testing.assert_array_equal(b.data, 2 * np.arange(64, dtype=np.float32))
 
 
 def test_overwriting_a_buffer_still_being_read_is_a_race():
     """Write-after-read: MTE2 reloading a buffer V is still reading raises RaceError."""
     ctx = ctx_on()
-    a = ctx.pipe.alloc_local(np.float32, 2048, "a")
-    b = ctx.pipe.alloc_local(np.float32, 2048, "b")
-    ctx.data_copy(a, gm(2048))
-    ctx.set_flag("MTE2", "V")
-    ctx.wait_flag("MTE2", "V")
+    a = ub(ctx, np.float32, 2048, "a")
+    b = ub(ctx, np.float32, 2048, "b")
+    ctx.data_copy(a, gm(2048), 2048)
+    ctx.set_flag("MTE2_V", 0)
+    ctx.wait_flag("MTE2_V", 0)
     for _ in range(20):
-        ctx.exp(b, a)
+        ctx.exp(b, a, 2048)
     with pytest.raises(RaceError, match="'a'.*still reading"):
-        ctx.data_copy(a, gm(2048))
+        ctx.data_copy(a, gm(2048), 2048)
 
 
-def test_disjoint_slices_of_one_buffer_do_not_race():
+def test_disjoint_halves_of_one_buffer_do_not_race():
     """Loading the upper half of a buffer while V reads the (synced) lower half is not a race."""
     ctx = ctx_on()
-    buf = ctx.pipe.alloc_local(np.float32, 4096, "pingpong")
-    out = ctx.pipe.alloc_local(np.float32, 2048, "out")
+    buf = ub(ctx, np.float32, 4096, "pingpong")
+    out = ub(ctx, np.float32, 2048, "out")
     src = gm(4096)
-    lo, hi = buf[:2048], buf[2048:]
-    ctx.data_copy(lo, src[:2048])
-    ctx.set_flag("MTE2", "V")
-    ctx.wait_flag("MTE2", "V")
-    ctx.data_copy(hi, src[2048:])
-    ctx.muls(out, lo, 2.0)  # reads only bytes the first (finished) copy wrote
+    lo, hi = buf, buf[2048]
+    ctx.data_copy(lo, src, 2048)
+    ctx.set_flag("MTE2_V", 0)
+    ctx.wait_flag("MTE2_V", 0)
+    ctx.data_copy(hi, src[2048], 2048)
+    ctx.muls(out, lo, 2.0, 2048)  # reads only bytes the first (finished) copy wrote
     np.testing.assert_array_equal(out.data, 2 * np.arange(2048, dtype=np.float32))
 
 
 def test_scalar_read_of_loaded_data_needs_a_flag():
     """GetValue on data MTE2 is still loading races; after wait_flag(MTE2, S) S waits for it."""
     ctx = ctx_on()
-    a = ctx.pipe.alloc_local(np.float32, 64, "a")
-    ctx.data_copy(a, gm(64))
+    a = ub(ctx, np.float32, 64, "a")
+    ctx.data_copy(a, gm(64), 64)
     with pytest.raises(RaceError, match="'a'"):
-        ctx.get_value(a, 3)
+        a.get_value(3)
     ctx = ctx_on()
-    a = ctx.pipe.alloc_local(np.float32, 64, "a")
-    ctx.data_copy(a, gm(64))
-    ctx.set_flag("MTE2", "S")
-    ctx.wait_flag("MTE2", "S")
-    assert ctx.get_value(a, 3) == 3.0
+    a = ub(ctx, np.float32, 64, "a")
+    ctx.data_copy(a, gm(64), 64)
+    ctx.set_flag("MTE2_S", 0)
+    ctx.wait_flag("MTE2_S", 0)
+    assert a.get_value(3) == 3.0
     load, read = events_of(ctx)
     assert read["start"] == load["end"]
 
@@ -396,26 +423,28 @@ def test_dma_moves_whole_32_byte_blocks(small, rounded):
 
 
 @pytest.mark.parametrize("small, rounded", [(1, 32), (33, 64)])
-def test_data_copy_charges_whole_blocks(small, rounded):
-    """The same rule through ctx.data_copy of uint8 data: the MTE2 event lasts as long."""
+def test_data_copy_pad_charges_whole_blocks(small, rounded):
+    """The same rule through ctx.data_copy_pad of uint8 data (DataCopy itself only takes whole
+    blocks): the MTE2 event lasts as long; it reports the GM bytes asked for."""
     def duration(count):
         ctx = ctx_on()
-        buf = ctx.pipe.alloc_local(np.uint8, 64, "buf")
-        ctx.data_copy(buf, gm(64, np.uint8), count)
+        buf = ub(ctx, np.uint8, 64, "buf")
+        ctx.data_copy_pad(buf, gm(64, np.uint8), DataCopyExtParams(1, count, 0, 0, 0),
+                          DataCopyPadExtParams(False, 0, 0, 0))
         (e,) = events_of(ctx)
         return e["end"] - e["start"], e["bytes"]
 
     (d_small, b_small), (d_rounded, _) = duration(small), duration(rounded)
     assert d_small == d_rounded
-    assert b_small == small  # the event reports the bytes asked for
+    assert b_small == small
 
 
 def _single_copy_duration(block_dim: int, hw=HW, nbytes=65536) -> float:
     """Cycles of one MTE2 transfer in a launch of ``block_dim`` identical blocks."""
     @npu_kernel(block_classes=lambda bd, src: np.zeros(bd, int))
     def copy_in(ctx, src):
-        buf = ctx.pipe.alloc_local(np.uint8, nbytes, "buf")
-        ctx.data_copy(buf, src)
+        buf = ub(ctx, np.uint8, nbytes, "buf")
+        ctx.data_copy(buf, src, nbytes)
 
     tl = launch(copy_in, block_dim, GlobalTensor.empty(nbytes, np.uint8, "src", timing_only=True),
                 hw=hw, timing_only=True)
@@ -483,9 +512,9 @@ def test_vector_instruction_through_the_api():
     """ctx.add on 16384 float32 (64 KB = 256 repeats) is two hardware instructions:
     2 x issue + 256 x 1 cycles; the event name shows the repeat count."""
     ctx = ctx_on()
-    a = ctx.pipe.alloc_local(np.float32, 16384, "a")
-    b = ctx.pipe.alloc_local(np.float32, 16384, "b")
-    ctx.add(b, a, a)
+    a = ub(ctx, np.float32, 16384, "a")
+    b = ub(ctx, np.float32, 16384, "b")
+    ctx.add(b, a, a, 16384)
     (e,) = events_of(ctx)
     assert e["end"] - e["start"] == 2 * HW.vector_issue_cycles + 256 * HW.vector_cycles_per_repeat
     assert e["name"] == "Add x256"
@@ -513,10 +542,10 @@ def test_every_cost_is_a_whole_number_of_cycles():
     """Costs are rounded up to whole cycles, so every event of a block starts and ends on a
     cycle boundary (even with bandwidths that do not divide the transfer size)."""
     ctx = ctx_on(dma_bytes_per_cycle=HW.bytes_per_cycle(1600 / 48))
-    a = ctx.pipe.alloc_local(np.float32, 1000, "a")
-    ctx.data_copy(a, gm(1000))
-    ctx.set_flag("MTE2", "V")
-    ctx.wait_flag("MTE2", "V")
+    a = ub(ctx, np.float32, 1000, "a")
+    ctx.data_copy(a, gm(1000), 1000)
+    ctx.set_flag("MTE2_V", 0)
+    ctx.wait_flag("MTE2_V", 0)
     ctx.exp(a, a, 999)
     ctx.scalar("bookkeeping", ops=3, ub_reads=1)
     trace = ctx.core.finish()
@@ -528,12 +557,12 @@ def test_costs_do_not_depend_on_data_values():
     """The same instructions on different data give the same block trace."""
     def run(values):
         ctx = ctx_on()
-        a = ctx.pipe.alloc_local(np.float32, 512, "a")
-        b = ctx.pipe.alloc_local(np.float32, 512, "b")
-        ctx.data_copy(a, GlobalTensor.from_array(values))
-        ctx.set_flag("MTE2", "V")
-        ctx.wait_flag("MTE2", "V")
-        ctx.exp(b, a)
+        a = ub(ctx, np.float32, 512, "a")
+        b = ub(ctx, np.float32, 512, "b")
+        ctx.data_copy(a, GlobalTensor.from_array(values), 512)
+        ctx.set_flag("MTE2_V", 0)
+        ctx.wait_flag("MTE2_V", 0)
+        ctx.exp(b, a, 512)
         return ctx.core.finish()
 
     rng = np.random.default_rng(0)

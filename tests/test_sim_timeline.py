@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from npu_lab import GlobalTensor, Timeline, get_preset, launch, npu_kernel
+from npu_lab.lang import TBuf
 from npu_lab.kernels.scaled_add import scaled_add
 from npu_lab.sim.core import ALL_PIPES, PIPE_CODE
 
@@ -23,6 +24,13 @@ EVENT_COLUMNS = {"launch", "core", "block", "pipe", "name", "start_us", "end_us"
                  "bytes", "elements", "source", "code"}
 
 
+def _scratch(ctx, count):
+    """A float32 scratch tensor of ``count`` elements in UB (a TBuf)."""
+    buf = TBuf()
+    ctx.pipe.init_buffer(buf, 4 * count, name="buf")
+    return buf.get("float32")
+
+
 def _all_same(bd, *args):
     return np.zeros(bd, dtype=int)
 
@@ -30,21 +38,21 @@ def _all_same(bd, *args):
 @npu_kernel(block_classes=_all_same)
 def exp_kernel(ctx, reps):
     """Compute only: ``reps`` exps over 16 KB of UB."""
-    buf = ctx.pipe.alloc_local(np.float32, 4096, "buf")
+    buf = _scratch(ctx, 4096)
     for _ in range(reps):
-        ctx.exp(buf, buf)
+        ctx.exp(buf, buf, 4096)
 
 
 @npu_kernel(block_classes=_all_same)
 def serial_kernel(ctx, src, dst):
     """Load, compute, store with a full barrier between each: no two pipes ever overlap."""
-    buf = ctx.pipe.alloc_local(np.float32, 4096, "buf")
-    ctx.data_copy(buf, src)
-    ctx.pipe_barrier("ALL")
+    buf = _scratch(ctx, 4096)
+    ctx.data_copy(buf, src, 4096)
+    ctx.pipe_barrier("PIPE_ALL")
     for _ in range(3):
-        ctx.adds(buf, buf, 1.0)
-    ctx.pipe_barrier("ALL")
-    ctx.data_copy(dst, buf)
+        ctx.adds(buf, buf, 1.0, 4096)
+    ctx.pipe_barrier("PIPE_ALL")
+    ctx.data_copy(dst, buf, 4096)
 
 
 def scaled_add_runs():
