@@ -71,7 +71,8 @@ class HardwareSpecError(ValueError):
 class HardwareSpec:
     """Every number the simulator uses for one chip. Units are in the field names.
 
-    ``provenance`` maps a field name to ``(kind, note)`` where kind is one of
+    ``isa`` names the vector core's instruction set (:mod:`npu_lab.capabilities`): which Ascend C
+    instructions exist on it. ``provenance`` maps a field name to ``(kind, note)`` where kind is one of
     :data:`PROVENANCE_KINDS`. Costs derived from the spec (cycles per DMA, per vector repeat) are
     computed by the simulator, never typed into kernels.
     """
@@ -106,6 +107,7 @@ class HardwareSpec:
     launch_overhead_us: float
     block_dispatch_us: float
     description: str = ""
+    isa: str = "ascend910b"
     provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -206,8 +208,13 @@ class HardwareSpec:
 
 
 def _validate(spec: HardwareSpec) -> None:
+    from .capabilities import ISAS
+
     if not isinstance(spec.name, str) or not spec.name:
         raise HardwareSpecError("name must be a non-empty string")
+    if spec.isa not in ISAS:
+        raise HardwareSpecError(f"isa must name the chip's instruction set, one of {sorted(ISAS)}; "
+                                f"got {spec.isa!r}")
     for name in FIELD_DOCS:
         value = getattr(spec, name)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -103,7 +103,7 @@ def ascend_310p3() -> HardwareSpec:
         name="ascend-310p3", vector_cores=8, cube_cores=8, clock_ghz=1.06,
         ub_bytes=256 * 1024, l1_bytes=1024 * 1024, l0a_bytes=64 * 1024, l0b_bytes=64 * 1024,
         l0c_bytes=256 * 1024, l2_bytes=16 * 1024 * 1024, hbm_bandwidth_gbps=204.8,
-        launch_overhead_us=20.0, description="Ascend 310P3 (inference card, LPDDR4X)",
+        launch_overhead_us=20.0, description="Ascend 310P3 (inference card, LPDDR4X)", isa="ascend310p",
         provenance=prov, **_costs(1.06))
 
 

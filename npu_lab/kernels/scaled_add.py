@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hardware import HardwareSpec
-from ..lang import GlobalTensor, launch, npu_kernel
+from ..lang import (DataCopyExtParams, DataCopyPadExtParams, GlobalTensor, TPosition, TQue, launch,
+                    npu_kernel)
 from ..lang.tiling_struct import Int32Struct
 from ..presets import get_preset
 
@@ -54,33 +55,44 @@ def _block_classes(block_dim, x_gm, y_gm, z_gm, alpha, tiling_bytes):
 @npu_kernel(block_classes=_block_classes)
 def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalTensor,
                       alpha: float, tiling_bytes: bytes):
-    t = ScaledAddTiling.unpack(tiling_bytes)          # the host copied the tiling struct here
+    """z = alpha·x + y over this block's slice, tile by tile. Pipes: MTE2 → V → MTE3.
+    The Ascend C listing is ``scaled_add.cpp`` beside this file."""
+    t = ScaledAddTiling.unpack(tiling_bytes)          # GET_TILING_DATA: the host's struct
     start, length = t.block_range(ctx.get_block_idx())
-    tile_bytes = t.tile_len * 4
-    x_in = ctx.pipe.init_queue("VECIN", t.num_buffers, tile_bytes, "x_in")
-    y_in = ctx.pipe.init_queue("VECIN", t.num_buffers, tile_bytes, "y_in")
-    z_out = ctx.pipe.init_queue("VECOUT", t.num_buffers, tile_bytes, "z_out")
+    x_in, y_in = TQue(TPosition.VECIN, 1), TQue(TPosition.VECIN, 1)
+    z_out = TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_in, t.num_buffers, t.tile_len * 4, name="x_in")
+    ctx.pipe.init_buffer(y_in, t.num_buffers, t.tile_len * 4, name="y_in")
+    ctx.pipe.init_buffer(z_out, t.num_buffers, t.tile_len * 4, name="z_out")
     for offset in range(0, length, t.tile_len):
         n = min(t.tile_len, length - offset)
-        lo, hi = start + offset, start + offset + n
-        # CopyIn: MTE2 fills a free slot, then hands it to V
-        x = x_in.alloc_tensor(np.float32, n)
-        y = y_in.alloc_tensor(np.float32, n)
-        ctx.data_copy(x, x_gm[lo:hi])
-        ctx.data_copy(y, y_gm[lo:hi])
+        lo = start + offset
+        # CopyIn: MTE2 fills a free slot, then hands it to V. A tail that is not whole 32-byte
+        # blocks needs DataCopyPad (DataCopy would round it down).
+        x = x_in.alloc_tensor(np.float32)
+        y = y_in.alloc_tensor(np.float32)
+        if n % 8 == 0:
+            ctx.data_copy(x, x_gm[lo], n)
+            ctx.data_copy(y, y_gm[lo], n)
+        else:
+            ctx.data_copy_pad(x, x_gm[lo], DataCopyExtParams(1, n * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+            ctx.data_copy_pad(y, y_gm[lo], DataCopyExtParams(1, n * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
         x_in.enque(x)
         y_in.enque(y)
         # Compute: V waits for the loads, writes an output slot
-        x, y = x_in.deque(), y_in.deque()
-        z = z_out.alloc_tensor(np.float32, n)
-        ctx.muls(z, x, alpha)
-        ctx.add(z, z, y)
+        x, y = x_in.deque(np.float32), y_in.deque(np.float32)
+        z = z_out.alloc_tensor(np.float32)
+        ctx.muls(z, x, alpha, n)
+        ctx.add(z, z, y, n)
         z_out.enque(z)
         x_in.free_tensor(x)
         y_in.free_tensor(y)
         # CopyOut: MTE3 waits for V, then frees the slot for the next tile
-        z = z_out.deque()
-        ctx.data_copy(z_gm[lo:hi], z)
+        z = z_out.deque(np.float32)
+        if n % 8 == 0:
+            ctx.data_copy(z_gm[lo], z, n)
+        else:
+            ctx.data_copy_pad(z_gm[lo], z, DataCopyExtParams(1, n * 4, 0, 0, 0))
         z_out.free_tensor(z)
 
 
@@ -125,7 +137,7 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
                          f"(3 queues); {hw.name} has {hw.ub_bytes} B. Largest tile_len: {largest}")
     if block_dim is None:
         block_dim = min(hw.vector_cores, -(-n // tile_len))
-    block_len = -(-n // int(block_dim))
+    block_len = -(-(-(-n // int(block_dim))) // 8) * 8   # whole 32-byte blocks per block (DataCopy)
     tiling = ScaledAddTiling(n, block_len, tile_len, num_buffers)
     gm = lambda arr, name, size: (GlobalTensor.empty(size, np.float32, name, timing_only=True)
                                   if arr is None or timing_only else GlobalTensor.from_array(arr, name))

@@ -1,10 +1,22 @@
-"""What a kernel is written with: an Ascend-C-flavoured API that computes with numpy and charges
-every instruction to the simulator. See :class:`KernelContext` for the instruction list."""
+"""What a kernel is written with: a faithful subset of Ascend C that computes with numpy and
+charges every instruction to the simulator. :data:`ASCEND_C_API` maps each Ascend C call to its
+Python spelling, its C++ signature and its reference page."""
 
-from .context import KernelContext, RaceError
+from .api_map import ASCEND_C_API, api_table
+from .context import HardEvent, KernelContext
+from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
+from .errors import AscendCRuleError, CapabilityError, RaceError
 from .launch import launch, npu_kernel
-from .memory import TBuf, TPipe, TQue, UbOverflowError
+from .memory import QueueError, TBuf, TPipe, TPosition, TQue, UbOverflowError
+from .reduce import ReduceOrder, reduce_max_tmp_elements
+from .select import CMPMODE, SELMODE, BrcbRepeatParams, GatherMaskParams
+from .sort import MrgSort4Info, MrgSortSrcList
 from .tensor import GlobalTensor, LocalTensor
+from .vector import BinaryRepeatParams, CopyRepeatParams, RoundMode, UnaryRepeatParams
 
-__all__ = ["KernelContext", "RaceError", "launch", "npu_kernel", "TBuf", "TPipe", "TQue",
-           "UbOverflowError", "GlobalTensor", "LocalTensor"]
+__all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyExtParams",
+           "DataCopyPadExtParams", "DataCopyParams", "AscendCRuleError", "CapabilityError", "RaceError",
+           "launch", "npu_kernel", "QueueError", "TBuf", "TPipe", "TPosition", "TQue", "UbOverflowError",
+           "ReduceOrder", "reduce_max_tmp_elements", "CMPMODE", "SELMODE", "BrcbRepeatParams",
+           "GatherMaskParams", "MrgSort4Info", "MrgSortSrcList", "GlobalTensor", "LocalTensor",
+           "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams"]

@@ -1,28 +1,78 @@
 """The device as a kernel sees it: ``ctx`` is passed into every kernel (the GPU-Puzzles trick),
 so the same kernel text yields numbers (full run) and time (always).
 
-Ascend C name → here:  ``GetBlockIdx`` → ``ctx.get_block_idx()``, ``SetFlag/WaitFlag`` →
-``ctx.set_flag/ctx.wait_flag``, ``PipeBarrier<PIPE_ALL>`` → ``ctx.pipe_barrier()``,
-``TPipe`` → ``ctx.pipe``, ``DataCopy`` → ``ctx.data_copy``, vector instructions →
-``ctx.add``, ``ctx.exp``, ... (see :mod:`npu_lab.lang.vector`).
+Every method named after an Ascend C call takes that call's arguments in that order
+(``npu_lab.lang.ASCEND_C_API`` maps each to its C++ signature and reference page):
+``GetBlockIdx`` → ``ctx.get_block_idx()``, ``SetFlag<HardEvent::MTE2_V>(id)`` →
+``ctx.set_flag("MTE2_V", id)``, ``PipeBarrier<PIPE_V>()`` → ``ctx.pipe_barrier("PIPE_V")``,
+``TPipe`` → ``ctx.pipe``, ``DataCopy`` → ``ctx.data_copy``, vector instructions → ``ctx.add``,
+``ctx.exp``, ... Two methods are simulator annotations with no C++ call behind them, because C++
+writes them as plain code: ``ctx.scalar(...)`` charges scalar arithmetic, ``ctx.tile_loop(n)``
+is a ``for`` loop the simulator may fast-forward.
 """
 
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
+
 from ..hardware import HardwareSpec
-from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, SimulationError
-from ..sim.costs import dma_cycles, scalar_cycles
-from .memory import TPipe, UbAllocator
-from .tensor import GlobalTensor, LocalTensor
+from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState
+from ..sim.costs import scalar_cycles
+from .dma import DmaOps
+from .errors import AscendCRuleError, RaceError
 from .loop import LoopOps
+from .memory import TPipe, UbAllocator
+from .reduce import ReduceOps
+from .select import SelectOps
+from .sort import SortOps
+from .tensor import LocalTensor
 from .vector import VectorOps
 
-
-class RaceError(SimulationError):
-    """An instruction touched UB data another pipe had not finished with (a missing sync)."""
+__all__ = ["KernelContext", "HardEvent", "RaceError"]
 
 
-class KernelContext(VectorOps, LoopOps):
+class HardEvent:
+    """``HardEvent``: which pipe signals which. ``set_flag(event, id)`` after the producer's
+    instruction, ``wait_flag(event, id)`` before the consumer's (asc-devkit
+    docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md)."""
+
+    MTE2_V = "MTE2_V"
+    V_MTE2 = "V_MTE2"
+    V_MTE3 = "V_MTE3"
+    MTE3_V = "MTE3_V"
+    MTE2_MTE3 = "MTE2_MTE3"
+    MTE3_MTE2 = "MTE3_MTE2"
+    MTE2_S = "MTE2_S"
+    S_MTE2 = "S_MTE2"
+    MTE3_S = "MTE3_S"
+    S_MTE3 = "S_MTE3"
+    V_S = "V_S"
+    S_V = "S_V"
+
+    ALL = ("MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_MTE3", "MTE3_MTE2", "MTE2_S", "S_MTE2",
+           "MTE3_S", "S_MTE3", "V_S", "S_V")
+
+
+#: event ids a core has per HardEvent (the hardware's flag registers)
+EVENT_IDS = 8
+_BARRIER_PIPES = {"PIPE_ALL": "ALL", "PIPE_V": "V", "PIPE_MTE2": "MTE2", "PIPE_MTE3": "MTE3",
+                  "PIPE_S": "S"}
+
+
+def _event(event, event_id) -> tuple[str, str, int]:
+    if event not in HardEvent.ALL:
+        raise AscendCRuleError(f"unknown HardEvent {event!r}; use one of {', '.join(HardEvent.ALL)} "
+                               "(source pipe _ destination pipe)")
+    if isinstance(event_id, (bool, np.bool_)) or not isinstance(event_id, numbers.Integral) \
+            or not 0 <= event_id < EVENT_IDS:
+        raise AscendCRuleError(f"event id must be a whole number 0..{EVENT_IDS - 1}, got {event_id!r}")
+    src, dst = event.split("_")
+    return src, dst, int(event_id)
+
+
+class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",
@@ -35,123 +85,135 @@ class KernelContext(VectorOps, LoopOps):
         pipes = VECTOR_PIPES if core_type == "vector" else CUBE_PIPES
         self.core = CoreState(pipes, hw.scalar_issue_cycles)
         capacity = hw.ub_bytes if core_type == "vector" else hw.l1_bytes
-        self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only)
+        self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)
 
     # ---- where am I ---------------------------------------------------------------------
     def get_block_idx(self) -> int:
+        """``GetBlockIdx()``: this block's index, 0 .. block_dim - 1."""
         return self._block_idx
 
     def get_block_num(self) -> int:
+        """``GetBlockNum()``: the launch's block_dim."""
         return self._block_dim
 
     # ---- synchronisation ----------------------------------------------------------------
-    def set_flag(self, src: str, dst: str) -> None:
-        """Record that everything issued so far on ``src`` must finish before ``dst`` waits."""
-        self.core.set_flag(src, dst)
+    def set_flag(self, event: str, event_id: int) -> None:
+        """``SetFlag<HardEvent::SRC_DST>(eventId)``: record that everything issued so far on the
+        source pipe must finish before the destination pipe passes the matching wait."""
+        src, dst, eid = _event(event, event_id)
+        self.core.set_flag(src, dst, eid)
 
-    def wait_flag(self, src: str, dst: str) -> None:
-        """``dst``'s next instruction (the scalar unit itself when dst is ``S``) waits for the
-        oldest unmatched ``set_flag(src, dst)``."""
-        self.core.wait_flag(src, dst)
+    def wait_flag(self, event: str, event_id: int) -> None:
+        """``WaitFlag<HardEvent::SRC_DST>(eventId)``: the destination pipe's next instruction (the
+        scalar unit itself when it is S) waits for the oldest unmatched set_flag."""
+        src, dst, eid = _event(event, event_id)
+        self.core.wait_flag(src, dst, eid)
 
-    def pipe_barrier(self, pipe: str = "ALL") -> None:
-        self.core.pipe_barrier(pipe)
+    def pipe_barrier(self, pipe: str) -> None:
+        """``PipeBarrier<PIPE_V>()`` and friends: the named pipe's next instruction waits until
+        every instruction already issued on it has completed; ``PIPE_ALL`` waits for every pipe
+        (the scalar unit too). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/PipeBarrier(ISASI).md.
+
+        Model note: pipes here are in order and an instruction completes before the next on the
+        same pipe starts, so a one-pipe barrier changes no time yet (the faithful-costs model,
+        with overlapping vector instructions, gives it its cost)."""
+        if pipe not in _BARRIER_PIPES:
+            raise AscendCRuleError(f"pipe_barrier takes one of {', '.join(_BARRIER_PIPES)}, got {pipe!r}")
+        self.core.pipe_barrier(_BARRIER_PIPES[pipe])
 
     # ---- the one place an instruction is issued -----------------------------------------
     def _exec(self, pipe: str, name: str, cost_cycles: float, reads=(), writes=(),
               nbytes: int = 0, elements: int = 0) -> tuple[float, float]:
+        """Issue on ``pipe``; ``reads`` / ``writes`` are ``(tensor, byte_lo, byte_hi)`` spans of UB
+        (byte offsets inside the tensor's region) or bare tensors (their whole view)."""
+        reads = [_span(t) for t in reads]
+        writes = [_span(t) for t in writes]
+        for t, _, _ in reads + writes:
+            if t.region.freed:
+                raise AscendCRuleError(
+                    f"{name}: UB buffer '{t.name}' is used after free_tensor (FreeTensor gave it back "
+                    "to its queue; the next alloc_tensor may hand it to another tile). Use it "
+                    "before freeing it, or allocate a new tensor")
         start, end = self.core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements)
-        for t in reads:
-            if isinstance(t, LocalTensor):
-                r = t.region
-                lo, hi = t.byte_range
-                hit = r.conflict(r.writes, lo, hi, start, pipe)
-                if hit:
-                    self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
-                r.record_read(lo, hi, end, pipe)
-        for t in writes:
-            if isinstance(t, LocalTensor):
-                r = t.region
-                lo, hi = t.byte_range
-                hit = r.conflict(r.reads, lo, hi, start, pipe)
-                if hit:
-                    self._race(name, pipe, start, t, f"{hit[1]} is still reading it until {hit[0]:.0f}")
-                hit = r.conflict(r.writes, lo, hi, start, pipe)
-                if hit:
-                    self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
-                r.record_write(lo, hi, end, pipe)
+        for t, lo, hi in reads:
+            r = t.region
+            hit = r.conflict(r.writes, lo, hi, start, pipe)
+            if hit:
+                self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
+            r.record_read(lo, hi, end, pipe)
+        for t, lo, hi in writes:
+            r = t.region
+            hit = r.conflict(r.reads, lo, hi, start, pipe)
+            if hit:
+                self._race(name, pipe, start, t, f"{hit[1]} is still reading it until {hit[0]:.0f}")
+            hit = r.conflict(r.writes, lo, hi, start, pipe)
+            if hit:
+                self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
+            r.record_write(lo, hi, end, pipe)
         return start, end
 
     def _race(self, name, pipe, start, tensor, why):
         raise RaceError(
             f"race on UB buffer '{tensor.name}': {name} on pipe {pipe} starts at cycle {start:.0f} "
             f"but {why}. Add the missing sync (enque/deque through a TQue, or set_flag/wait_flag "
-            "between the two pipes).")
+            "with the HardEvent between the two pipes).")
 
-    # ---- DMA ----------------------------------------------------------------------------
-    def data_copy(self, dst, src, count: int | None = None) -> None:
-        """``DataCopy``: GM→UB on MTE2 or UB→GM on MTE3; ``count`` elements (default: all of
-        ``src``). Costs ``dma_latency + bytes/bandwidth`` with bytes rounded up to 32-B blocks."""
-        if isinstance(dst, LocalTensor) and isinstance(src, GlobalTensor):
-            pipe, gm, local, direction = "MTE2", src, dst, "GM->UB"
-        elif isinstance(dst, GlobalTensor) and isinstance(src, LocalTensor):
-            pipe, gm, local, direction = "MTE3", dst, src, "UB->GM"
-        else:
-            raise TypeError("data_copy moves GlobalTensor -> LocalTensor (MTE2) or LocalTensor -> "
-                            f"GlobalTensor (MTE3); got {type(src).__name__} -> {type(dst).__name__}")
-        if dst.dtype != src.dtype:
-            raise TypeError(f"data_copy does not convert: {src.dtype.name} -> {dst.dtype.name}; "
-                            "copy as is, then use ctx.cast on the vector unit")
-        if count is None:
-            count = src.count if isinstance(src, LocalTensor) else src.size
-        count = int(count)
-        limit = min(local.count, gm.size)
-        if count < 1 or count > limit:
-            raise ValueError(f"data_copy of {count} elements between '{local.name}' ({local.count}) and "
-                             f"'{gm.name}' ({gm.size}): count must be 1..{limit}")
-        nbytes = count * dst.dtype.itemsize
-        cost = dma_cycles(self.hw, nbytes, self.dma_bytes_per_cycle)
-        reads, writes = ((), (dst,)) if pipe == "MTE2" else ((src,), ())
-        self._exec(pipe, f"DataCopy {direction} {nbytes} B", cost, reads, writes, nbytes=nbytes, elements=count)
-        if pipe == "MTE2":
-            self.core.hbm_read_bytes += nbytes
-        else:
-            self.core.hbm_write_bytes += nbytes
-        if not self.timing_only:
-            dst.data[:count] = src.data[:count]
+    def _rule(self, message: str):
+        raise AscendCRuleError(message)
+
+    def _require(self, instruction: str, *, dtype=None, mode=None) -> None:
+        """Raise a CapabilityError when this chip has no ``instruction`` (for dtype / mode)."""
+        from ..capabilities import check_supported
+        from .errors import CapabilityError
+
+        why = check_supported(self.hw.isa, instruction, dtype=None if dtype is None else np.dtype(dtype).name,
+                              mode=mode)
+        if why:
+            raise CapabilityError(f"{self.hw.name}: {why}")
 
     # ---- scalar -------------------------------------------------------------------------
     def scalar(self, name: str, *, ops: int = 0, ub_reads: int = 0, ub_writes: int = 0,
                exps: int = 0, reads=(), writes=(), compute=None):
-        """Scalar-unit work counted in operations: ``ops`` register ops, ``ub_reads`` /
-        ``ub_writes`` scalar UB accesses and ``exps`` software exponentials. The counts must not
-        depend on data values (charge the branchless version). ``compute()`` does the
+        """Simulator annotation (no Ascend C call: C++ writes this as plain code). Charges scalar
+        work counted in operations: ``ops`` register ops, ``ub_reads`` / ``ub_writes`` scalar UB
+        accesses (what GetValue / SetValue cost) and ``exps`` software exponentials. The counts
+        must not depend on data values (charge the branchless version). ``compute()`` does the
         arithmetic in a full run only, and its result is returned."""
         for n, label in ((ops, "ops"), (ub_reads, "ub_reads"), (ub_writes, "ub_writes"), (exps, "exps")):
-            if n < 0:
-                raise ValueError(f"scalar {label} must be >= 0, got {n}")
+            if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+                raise ValueError(f"scalar {label} must be a whole number >= 0, got {n!r}")
         cost = scalar_cycles(self.hw, ops, ub_reads + ub_writes, exps)
         self._exec("S", name, cost, reads, writes, elements=ub_reads + ub_writes)
         if compute is not None and not self.timing_only:
             return compute()
         return None
 
-    def get_value(self, tensor: LocalTensor, index: int):
-        """``GetValue``: one scalar UB read (0 in a timing-only run — never branch on it)."""
-        self._check_index(tensor, index)
-        self._exec("S", "GetValue", scalar_cycles(self.hw, 0, 1), reads=(tensor,), elements=1)
+    def _get_value(self, tensor: LocalTensor, index: int):
+        index = self._check_index(tensor, index)
+        size = tensor.dtype.itemsize
+        lo = tensor.byte_offset + index * size
+        self._exec("S", "GetValue", scalar_cycles(self.hw, 0, 1), reads=((tensor, lo, lo + size),), elements=1)
         return 0 if self.timing_only else tensor.data[index].item()
 
-    def set_value(self, tensor: LocalTensor, index: int, value) -> None:
-        """``SetValue``: one scalar UB write."""
-        self._check_index(tensor, index)
-        self._exec("S", "SetValue", scalar_cycles(self.hw, 0, 1), writes=(tensor,), elements=1)
+    def _set_value(self, tensor: LocalTensor, index: int, value) -> None:
+        index = self._check_index(tensor, index)
+        size = tensor.dtype.itemsize
+        lo = tensor.byte_offset + index * size
+        self._exec("S", "SetValue", scalar_cycles(self.hw, 0, 1), writes=((tensor, lo, lo + size),), elements=1)
         if not self.timing_only:
             tensor.data[index] = value
 
     @staticmethod
-    def _check_index(tensor: LocalTensor, index: int) -> None:
-        if not 0 <= index < tensor.count:
-            raise IndexError(f"index {index} outside '{tensor.name}' (0..{tensor.count - 1})")
+    def _check_index(tensor: LocalTensor, index) -> int:
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, numbers.Integral) \
+                or not 0 <= index < tensor.count:
+            raise IndexError(f"index {index!r} outside '{tensor.name}' (0..{tensor.count - 1})")
+        return int(index)
+
+
+def _span(item):
+    if isinstance(item, LocalTensor):
+        return item, item.byte_offset, item.byte_offset + item.nbytes
+    return item

@@ -1,22 +1,35 @@
 """Unified Buffer management: the allocator, ``TPipe``, ``TQue`` and ``TBuf`` (DESIGN.md §4.1).
 
-A ``TQue`` has a position that fixes who produces and who consumes its buffers:
+Written the Ascend C way::
 
-=========  =========  =========
-position   producer   consumer
-=========  =========  =========
-VECIN      MTE2       V (or S)
-VECOUT     V (or S)   MTE3
-=========  =========  =========
+    q_in = TQue(TPosition.VECIN, 2)          # TQue<TPosition::VECIN, 2> inQueue;
+    ctx.pipe.init_buffer(q_in, 2, 8192)      # pipe.InitBuffer(inQueue, 2, 8192);
+    x = q_in.alloc_tensor(np.float32)        # inQueue.AllocTensor<float>();
+    q_in.enque(x); x = q_in.deque(np.float32); q_in.free_tensor(x)
+    tmp = TBuf(TPosition.VECCALC); ctx.pipe.init_buffer(tmp, 1024); t = tmp.get(np.float32)
 
-``alloc_tensor`` takes the next slot; the producer pipe's next instruction waits until the
-slot's previous user freed it. ``enque`` sets a flag producer→consumer; ``deque`` waits on it;
-``free_tensor`` sets a flag consumer→producer. With two slots the load of tile i+1 can run while
-tile i is computed *because of these rules*; nothing discounts the time.
+Sources: asc-devkit docs/zh/api/SIMD-API/基础API/资源管理/ (TPipe InitBuffer, TQue, TBuf) and
+the TQueSync page under 同步控制/核内同步.
+
+A queue's position fixes the sync EnQue/DeQue insert (what Ascend C's TQue does):
+
+=========  ==================  =========================================
+position   EnQue sets          DeQue makes wait
+=========  ==================  =========================================
+VECIN      flag MTE2 -> V      pipe V (until the load that filled it)
+VECOUT     flag V -> MTE3      pipe MTE3 (until the vector op that wrote it)
+=========  ==================  =========================================
+
+So the scalar unit is *not* synchronised by a queue: scalar code that reads a VECIN tensor
+needs its own ``wait_flag("MTE2_S", id)`` — the simulator raises a ``RaceError`` without it, as
+the hardware would compute with stale bytes. ``alloc_tensor`` makes the producer pipe wait until
+the slot's previous consumer freed it. ``depth`` is how many tensors may be enqueued and not yet
+dequeued (``TQue<pos, depth>``); one more ``enque`` raises.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections import deque
 
 import numpy as np
@@ -25,30 +38,49 @@ from ..sim.core import SimulationError
 from ..sim.costs import round_up
 from .tensor import LocalTensor, UbRegion, as_dtype
 
-QUEUE_PIPES = {"VECIN": ("MTE2", "V"), "VECOUT": ("V", "MTE3")}
+
+class TPosition:
+    """``TPosition``: where a buffer lives logically. Vector kernels use these three."""
+
+    VECIN = "VECIN"
+    VECOUT = "VECOUT"
+    VECCALC = "VECCALC"
+
+
+QUEUE_PIPES = {TPosition.VECIN: ("MTE2", "V"), TPosition.VECOUT: ("V", "MTE3")}
+_POSITIONS = (TPosition.VECIN, TPosition.VECOUT, TPosition.VECCALC)
+
+#: Fresh UB bytes: real UB holds leftovers; 0xFF reads as NaN (float) or -1 (int).
+UB_GARBAGE_BYTE = 0xFF
 
 
 class UbOverflowError(MemoryError):
     """Asked for more Unified Buffer than the chip has."""
 
 
-class UbAllocator:
-    """Bump allocator over the core's UB; every buffer is rounded up to 32 bytes."""
+class QueueError(SimulationError):
+    """A TQue / TBuf used against its rules (EnQue past depth, DeQue of an empty queue, ...)."""
 
-    def __init__(self, capacity_bytes: int, block_bytes: int, with_storage: bool):
-        self.capacity_bytes = capacity_bytes
-        self.block_bytes = block_bytes
+
+class UbAllocator:
+    """Bump allocator over the core's UB; every buffer is rounded up to 32 bytes. Storage is
+    created per buffer (only what is allocated), so a what-if chip with a huge UB costs nothing
+    until a kernel uses it."""
+
+    def __init__(self, capacity_bytes: int, block_bytes: int, with_storage: bool, ctx=None):
+        self.capacity_bytes = int(capacity_bytes)
+        self.block_bytes = int(block_bytes)
         self.with_storage = with_storage
         self.used_bytes = 0
         self.held: list[UbRegion] = []
-        self._storage = np.zeros(capacity_bytes, np.uint8) if with_storage else None
+        self.ctx = ctx
 
     @property
     def free_bytes(self) -> int:
         return self.capacity_bytes - self.used_bytes
 
     def alloc(self, nbytes: int, name: str) -> UbRegion:
-        if not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+        if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, numbers.Integral) or nbytes <= 0:
             raise ValueError(f"UB buffer '{name}' must have a positive whole number of bytes, got {nbytes!r}")
         size = round_up(int(nbytes), self.block_bytes)
         if size > self.free_bytes:
@@ -58,23 +90,39 @@ class UbAllocator:
                 f"{self.block_bytes}-byte blocks) but only {self.free_bytes} of "
                 f"{self.capacity_bytes} bytes are left; already held: {held}. Use a smaller tile "
                 "or fewer buffers.")
-        storage = None
-        if self._storage is not None:
-            storage = self._storage[self.used_bytes:self.used_bytes + size]
-        region = UbRegion(name, self.used_bytes, size, storage)
+        storage = np.full(size, UB_GARBAGE_BYTE, np.uint8) if self.with_storage else None
+        region = UbRegion(name, self.used_bytes, size, storage, self.ctx)
         self.used_bytes += size
         self.held.append(region)
         return region
 
 
-class TBuf:
-    """A scratch buffer with no queue semantics (``TBuf<VECCALC>``): the kernel syncs by hand."""
+def _check_whole(name: str, value, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < lo \
+            or (hi is not None and value > hi):
+        span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be a whole number {span}, got {value!r}")
+    return int(value)
 
-    def __init__(self, region: UbRegion):
-        self.region = region
+
+class TBuf:
+    """``TBuf<TPosition::VECCALC>``: scratch UB with no queue semantics (the kernel syncs by
+    hand). Give it memory with ``ctx.pipe.init_buffer(tbuf, nbytes)``, then ``tbuf.get(dtype)``."""
+
+    def __init__(self, position: str = TPosition.VECCALC):
+        if position not in _POSITIONS:
+            raise ValueError(f"TBuf position must be one of {_POSITIONS}, got {position!r}")
+        self.position = position
+        self.region: UbRegion | None = None
 
     def get(self, dtype, count: int | None = None) -> LocalTensor:
-        return LocalTensor(self.region, dtype, 0, count)
+        """``Get<T>()`` (the whole buffer) or ``Get<T>(len)`` (its first ``len`` elements)."""
+        if self.region is None:
+            raise QueueError("TBuf.get before ctx.pipe.init_buffer(tbuf, nbytes): it has no memory yet")
+        dt = as_dtype(dtype)
+        if count is not None:
+            count = _check_whole("TBuf.get len", count, 1, self.region.nbytes // dt.itemsize)
+        return LocalTensor(self.region, dt, 0, count)
 
 
 class _Slot:
@@ -87,91 +135,127 @@ class _Slot:
 
 
 class TQue:
-    """A queue of ``num_buffers`` equal UB slots between a producer and a consumer pipe."""
+    """``TQue<position, depth>``: ``num`` equal UB slots (given by ``init_buffer``) passed from a
+    producer pipe to a consumer pipe; at most ``depth`` of them enqueued at once."""
 
-    def __init__(self, core, position: str, name: str, regions: list[UbRegion],
-                 producer: str, consumer: str):
-        self.core = core
+    def __init__(self, position: str, depth: int = 1):
+        if position not in QUEUE_PIPES:
+            raise ValueError(f"TQue position must be VECIN or VECOUT (VECCALC scratch is a TBuf), "
+                             f"got {position!r}")
         self.position = position
-        self.name = name
-        self.producer = producer
-        self.consumer = consumer
-        self._slots = [_Slot(r) for r in regions]
+        self.depth = _check_whole("TQue depth", depth, 1, 8)
+        self.producer, self.consumer = QUEUE_PIPES[position]
+        self.name = position.lower()
+        self.core = None
+        self._slots: list[_Slot] = []
         self._next = 0
         self._ready: deque = deque()   # (tensor, slot, time the producer finished)
         self._out: dict[int, _Slot] = {}
+
+    def _bind(self, core, regions: list[UbRegion], name: str) -> None:
+        if self.core is not None:
+            raise QueueError(f"queue '{self.name}' already has its buffers; call init_buffer once per queue")
+        self.core, self.name = core, name
+        self._slots = [_Slot(r) for r in regions]
 
     @property
     def num_buffers(self) -> int:
         return len(self._slots)
 
-    def alloc_tensor(self, dtype, count: int | None = None) -> LocalTensor:
+    def _need_buffers(self, what: str) -> None:
+        if self.core is None:
+            raise QueueError(f"TQue.{what} before ctx.pipe.init_buffer(que, num, nbytes): the queue has no memory")
+
+    def alloc_tensor(self, dtype) -> LocalTensor:
+        """``AllocTensor<T>()``: the next slot, whole; the producer pipe's next instruction waits
+        until the slot's previous consumer freed it."""
+        self._need_buffers("alloc_tensor")
         slot = self._slots[self._next]
         if slot.in_use:
-            raise SimulationError(
+            raise QueueError(
                 f"queue '{self.name}': alloc_tensor with all {self.num_buffers} buffer(s) in use; "
                 "on the device this waits forever. free_tensor the tensor you are done with first.")
         self._next = (self._next + 1) % len(self._slots)
         slot.in_use = True
-        # the producer may not overwrite the slot before its previous consumer released it
+        slot.region.freed = False
         self.core.wait_until(self.producer, slot.freed_at)
-        tensor = LocalTensor(slot.region, dtype, 0, count)
         self._out[id(slot.region)] = slot
-        return tensor
+        return LocalTensor(slot.region, dtype)
 
     def enque(self, tensor: LocalTensor) -> None:
+        """``EnQue(tensor)``: hand the tensor to the consumer (a flag producer -> consumer)."""
         slot = self._slot_of(tensor, "enque")
+        if len(self._ready) >= self.depth:
+            raise QueueError(
+                f"queue '{self.name}' (TQue<{self.position}, {self.depth}>): enque number "
+                f"{len(self._ready) + 1} before a deque; depth {self.depth} allows only {self.depth} "
+                f"tensor(s) in flight. Declare TQue<{self.position}, {len(self._ready) + 1}> to "
+                "prefetch that far, or deque first.")
         self._ready.append((tensor, slot, self.core.free[self.producer]))
 
-    def deque(self) -> LocalTensor:
+    def deque(self, dtype=None) -> LocalTensor:
+        """``DeQue<T>()``: the oldest enqueued tensor; the consumer pipe waits for its producer."""
+        self._need_buffers("deque")
         if not self._ready:
-            raise SimulationError(f"queue '{self.name}': deque with nothing enqueued; on the device "
-                                  "this waits forever. enque a tensor first.")
+            raise QueueError(f"queue '{self.name}': deque with nothing enqueued; on the device "
+                             "this waits forever. enque a tensor first.")
         tensor, _slot, produced_at = self._ready.popleft()
         self.core.wait_until(self.consumer, produced_at)
-        return tensor
+        return tensor if dtype is None else tensor.reinterpret_cast(dtype)
 
     def free_tensor(self, tensor: LocalTensor) -> None:
+        """``FreeTensor(tensor)``: release the slot; its next producer waits for the consumer."""
         slot = self._slot_of(tensor, "free_tensor")
+        if any(s is slot for _, s, _ in self._ready):
+            raise QueueError(f"queue '{self.name}': free_tensor of a tensor still enqueued; deque it first")
         slot.freed_at = self.core.free[self.consumer]
         slot.in_use = False
+        slot.region.freed = True
 
     def _slot_of(self, tensor: LocalTensor, what: str) -> _Slot:
+        self._need_buffers(what)
+        if not isinstance(tensor, LocalTensor):
+            raise TypeError(f"queue '{self.name}': {what} takes a LocalTensor, got {type(tensor).__name__}")
         slot = self._out.get(id(tensor.region))
         if slot is None or not slot.in_use:
-            raise SimulationError(f"queue '{self.name}': {what} of a tensor that was not allocated "
-                                  f"from this queue (or was already freed): {tensor!r}")
+            raise QueueError(f"queue '{self.name}': {what} of a tensor that was not allocated "
+                             f"from this queue (or was already freed): {tensor!r}")
         return slot
 
 
 class TPipe:
-    """Carves UB into queues and scratch buffers for one block."""
+    """``TPipe``: carves UB into queue slots and scratch buffers for one block."""
 
     def __init__(self, core, allocator: UbAllocator):
         self.core = core
         self.allocator = allocator
         self.queues: list[TQue] = []
+        self._names: dict[str, int] = {}
 
-    def init_queue(self, position: str, num_buffers: int, nbytes: int, name: str,
-                   consumer: str | None = None, producer: str | None = None) -> TQue:
-        """``num_buffers`` slots of ``nbytes`` each. ``consumer`` (VECIN) or ``producer``
-        (VECOUT) may be ``"S"`` when the scalar unit works on the data."""
-        if position not in QUEUE_PIPES:
-            raise ValueError(f"queue position must be one of {sorted(QUEUE_PIPES)}, got {position!r}")
-        if not isinstance(num_buffers, int) or not 1 <= num_buffers <= 8:
-            raise ValueError(f"num_buffers must be an int from 1 to 8 (2 = double buffering), got {num_buffers!r}")
-        default_producer, default_consumer = QUEUE_PIPES[position]
-        regions = [self.allocator.alloc(nbytes, f"{name}[{i}]" if num_buffers > 1 else name)
-                   for i in range(num_buffers)]
-        queue = TQue(self.core, position, name, regions, producer or default_producer,
-                     consumer or default_consumer)
-        self.queues.append(queue)
-        return queue
+    def _name(self, base: str) -> str:
+        n = self._names.get(base, 0)
+        self._names[base] = n + 1
+        return base if n == 0 else f"{base}{n}"
 
-    def init_tbuf(self, nbytes: int, name: str) -> TBuf:
-        return TBuf(self.allocator.alloc(nbytes, name))
-
-    def alloc_local(self, dtype, count: int, name: str) -> LocalTensor:
-        """A plain UB tensor of ``count`` elements (no queue)."""
-        dt = as_dtype(dtype)
-        return LocalTensor(self.allocator.alloc(count * dt.itemsize, name), dt, 0, count)
+    def init_buffer(self, buffer, *args, name: str | None = None) -> None:
+        """``InitBuffer(que, num, len)`` gives a TQue ``num`` slots of ``len`` bytes;
+        ``InitBuffer(tbuf, len)`` gives a TBuf ``len`` bytes. ``name`` labels it in errors and
+        race reports (a simulator nicety; C++ uses the variable's name)."""
+        if isinstance(buffer, TQue):
+            if len(args) != 2:
+                raise TypeError("init_buffer(que, num, len): a TQue takes a buffer count and a byte length")
+            num = _check_whole("init_buffer num", args[0], 1, 8)
+            nbytes = _check_whole("init_buffer len (bytes)", args[1], 1)
+            base = self._name(name or buffer.position.lower())
+            regions = [self.allocator.alloc(nbytes, f"{base}[{i}]" if num > 1 else base) for i in range(num)]
+            buffer._bind(self.core, regions, base)
+            self.queues.append(buffer)
+        elif isinstance(buffer, TBuf):
+            if len(args) != 1:
+                raise TypeError("init_buffer(tbuf, len): a TBuf takes one byte length")
+            if buffer.region is not None:
+                raise QueueError("this TBuf already has its memory; call init_buffer once per TBuf")
+            nbytes = _check_whole("init_buffer len (bytes)", args[0], 1)
+            buffer.region = self.allocator.alloc(nbytes, self._name(name or "tbuf"))
+        else:
+            raise TypeError(f"init_buffer takes a TQue or a TBuf, got {type(buffer).__name__}")

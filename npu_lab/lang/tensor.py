@@ -1,18 +1,26 @@
-"""Tensors a kernel sees: ``GlobalTensor`` (HBM) and ``LocalTensor`` (a view of Unified Buffer).
+"""Tensors a kernel sees: ``GlobalTensor`` (HBM) and ``LocalTensor`` (a piece of Unified Buffer).
 
-In a full run both hold numpy data; in a timing-only run they hold only shape and dtype
-(``data is None``) and instructions skip the arithmetic. A ``LocalTensor`` remembers, through its
-UB region, when its data was last written and read, so the simulator can refuse a race (an
-instruction reading data before the instruction writing it has finished) instead of silently
-computing with stale data.
+As in Ascend C, a tensor is an address plus a dtype: ``tensor[offset]`` is the tensor that starts
+``offset`` elements further on (``operator[]``), and instructions take an element ``count`` — there
+are no slices. ``local.reinterpret_cast(np.int32)`` sees the same bytes as another dtype
+(``ReinterpretCast<T>()``); ``local.get_value(i)`` / ``local.set_value(i, v)`` are the scalar
+unit's UB reads and writes (``GetValue`` / ``SetValue``), charged to pipe S.
+
+Sources: asc-devkit docs/zh/api/SIMD-API/基础API/数据结构/LocalTensor/ and .../GlobalTensor/.
+
+In a full run both kinds hold numpy data; in a timing-only run they hold only shape and dtype
+(``data is None``) and instructions skip the arithmetic. Fresh UB is filled with 0xFF bytes (NaN
+as float, -1 as int): real UB holds whatever was there before, so a kernel that reads bytes it
+never wrote computes garbage here too instead of a lucky zero.
 """
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
-SUPPORTED_DTYPES = ("float32", "float16", "int32", "uint8", "int16", "uint32", "int8")
-
+SUPPORTED_DTYPES = ("float32", "float16", "int32", "uint8", "int16", "uint16", "uint32", "int8", "uint64")
 
 _CHECKED_DTYPES: dict = {}
 
@@ -24,7 +32,10 @@ def as_dtype(dtype) -> np.dtype:
         return _CHECKED_DTYPES[dtype]
     except (KeyError, TypeError):
         pass
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{dtype!r} is not a dtype; use one of {SUPPORTED_DTYPES}") from None
     if dt.name not in SUPPORTED_DTYPES:
         raise TypeError(f"dtype {dt.name} is not supported on the device model; use one of {SUPPORTED_DTYPES}")
     try:
@@ -34,10 +45,23 @@ def as_dtype(dtype) -> np.dtype:
     return dt
 
 
-class GlobalTensor:
-    """A flat (1-D) tensor in global memory, like Ascend C's ``GlobalTensor<T>``.
+def _offset(key, size: int, name: str) -> int:
+    """``tensor[offset]``: a whole number of elements inside the tensor (Ascend C has no slices)."""
+    if isinstance(key, slice):
+        raise TypeError(f"'{name}': Ascend C tensors have no slices. Use {name}[offset] (the tensor "
+                        "starting `offset` elements further on) and pass the element count to the "
+                        "instruction")
+    if isinstance(key, (bool, np.bool_)) or not isinstance(key, numbers.Integral):
+        raise TypeError(f"'{name}'[{key!r}]: the offset must be a whole number of elements")
+    key = int(key)
+    if not 0 <= key <= size:
+        raise IndexError(f"'{name}'[{key}] is outside the tensor (0..{size} elements)")
+    return key
 
-    Slice it with element offsets (``x[off:off + n]``) to get a view; ``.data`` is the numpy
+
+class GlobalTensor:
+    """A flat tensor in global memory, like Ascend C's ``GlobalTensor<T>``: ``size`` elements of
+    ``dtype`` (``GetSize()``), ``gm[offset]`` for a tensor further on. ``.data`` is the numpy
     storage (``None`` in a timing-only run)."""
 
     def __init__(self, data: np.ndarray | None, size: int, dtype, name: str = "gm", _offset: int = 0):
@@ -71,15 +95,18 @@ class GlobalTensor:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
+    @property
+    def address_bytes(self) -> int:
+        """Byte offset of this view from the start of its buffer (GM alignment checks)."""
+        return self._offset * self.dtype.itemsize
+
+    def get_size(self) -> int:
+        """``GetSize()``: elements from this address to the end of the buffer."""
+        return self.size
+
     def __getitem__(self, key) -> "GlobalTensor":
-        if not isinstance(key, slice) or key.step not in (None, 1):
-            raise TypeError(f"{self.name}: index a GlobalTensor with a contiguous slice "
-                            "[start:stop] of element offsets")
-        start, stop, _ = key.indices(self.size)
-        if key.stop is not None and key.stop > self.size:
-            raise IndexError(f"{self.name}[{key.start}:{key.stop}] runs past its end ({self.size} elements)")
-        stop = max(stop, start)
-        return GlobalTensor(self._base, stop - start, self.dtype, self.name, self._offset + start)
+        off = _offset(key, self.size, self.name)
+        return GlobalTensor(self._base, self.size - off, self.dtype, self.name, self._offset + off)
 
     def __repr__(self) -> str:
         return f"GlobalTensor({self.name}, {self.size} x {self.dtype.name}, offset {self._offset})"
@@ -88,17 +115,21 @@ class GlobalTensor:
 class UbRegion:
     """A 32-byte aligned piece of Unified Buffer and its hazard record: for byte ranges of it,
     which pipe last wrote / read them and until when (cycles). Ranges are tracked separately, so
-    two halves of one buffer can be used by two pipes at once (a manual ping-pong)."""
+    two halves of one buffer can be used by two pipes at once (a manual ping-pong).
 
-    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads")
+    ``freed`` is set when its queue slot is released: a tensor used after ``FreeTensor`` raises."""
 
-    def __init__(self, name: str, offset_bytes: int, nbytes: int, storage: np.ndarray | None):
+    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads", "ctx", "freed")
+
+    def __init__(self, name: str, offset_bytes: int, nbytes: int, storage: np.ndarray | None, ctx=None):
         self.name = name
         self.offset_bytes = offset_bytes
         self.nbytes = nbytes
         self.storage = storage  # uint8 bytes, or None in timing-only runs
         self.writes: list[tuple[int, int, float, str]] = []   # (lo, hi, end, pipe)
         self.reads: list[tuple[int, int, float, str]] = []
+        self.ctx = ctx
+        self.freed = False
 
     @staticmethod
     def conflict(entries, lo: int, hi: int, start: float, pipe: str):
@@ -121,8 +152,11 @@ class UbRegion:
 
 
 class LocalTensor:
-    """A typed view of a UB region: ``count`` elements of ``dtype`` starting at ``offset``
-    elements. Slicing (``t[a:b]``) gives a sub-view of the same region."""
+    """``LocalTensor<T>``: ``dtype`` elements from element ``offset`` of a UB region to its end.
+
+    ``t[offset]`` is the tensor further on; ``reinterpret_cast`` the same bytes as another dtype;
+    ``get_value`` / ``set_value`` scalar UB access. ``.data`` is the numpy view (None when
+    timing-only)."""
 
     __slots__ = ("region", "dtype", "offset", "count")
 
@@ -145,9 +179,14 @@ class LocalTensor:
         return self.count * self.dtype.itemsize
 
     @property
-    def byte_range(self) -> tuple[int, int]:
-        lo = self.offset * self.dtype.itemsize
-        return lo, lo + self.count * self.dtype.itemsize
+    def byte_offset(self) -> int:
+        """Bytes from the start of the region (its UB address minus the region's)."""
+        return self.offset * self.dtype.itemsize
+
+    @property
+    def ub_address(self) -> int:
+        """Byte address in the core's UB (32-byte alignment rules look at this)."""
+        return self.region.offset_bytes + self.byte_offset
 
     @property
     def data(self) -> np.ndarray | None:
@@ -157,21 +196,30 @@ class LocalTensor:
             return None
         return st.view(self.dtype)[self.offset:self.offset + self.count]
 
-    def reinterpret(self, dtype) -> "LocalTensor":
-        """The same bytes seen as another dtype (Ascend C's ReinterpretCast)."""
+    def get_size(self) -> int:
+        """``GetSize()``: elements from this address to the end of the buffer."""
+        return self.count
+
+    def reinterpret_cast(self, dtype) -> "LocalTensor":
+        """``ReinterpretCast<T>()``: the same bytes seen as another dtype."""
         dt = as_dtype(dtype)
-        start_byte = self.offset * self.dtype.itemsize
-        if start_byte % dt.itemsize or self.nbytes % dt.itemsize:
-            raise ValueError(f"cannot view {self.nbytes} bytes at byte {start_byte} of '{self.name}' as {dt.name}")
-        return LocalTensor(self.region, dt, start_byte // dt.itemsize, self.nbytes // dt.itemsize)
+        if self.byte_offset % dt.itemsize:
+            raise ValueError(f"cannot view byte {self.byte_offset} of '{self.name}' as {dt.name}: "
+                             f"the address must be a multiple of {dt.itemsize} bytes")
+        return LocalTensor(self.region, dt, self.byte_offset // dt.itemsize, self.nbytes // dt.itemsize)
+
+    def get_value(self, index: int):
+        """``GetValue(index)``: one scalar UB read on pipe S (0 in a timing-only run — never
+        branch on it: costs must not depend on data)."""
+        return self.region.ctx._get_value(self, index)
+
+    def set_value(self, index: int, value) -> None:
+        """``SetValue(index, value)``: one scalar UB write on pipe S."""
+        self.region.ctx._set_value(self, index, value)
 
     def __getitem__(self, key) -> "LocalTensor":
-        if not isinstance(key, slice) or key.step not in (None, 1):
-            raise TypeError(f"'{self.name}': slice a LocalTensor with a contiguous [start:stop]")
-        start, stop, _ = key.indices(self.count)
-        if key.stop is not None and key.stop > self.count:
-            raise IndexError(f"'{self.name}'[{key.start}:{key.stop}] runs past its {self.count} elements")
-        return LocalTensor(self.region, self.dtype, self.offset + start, max(0, stop - start))
+        off = _offset(key, self.count, self.name)
+        return LocalTensor(self.region, self.dtype, self.offset + off, self.count - off)
 
     def __len__(self) -> int:
         return self.count

@@ -1,289 +1,367 @@
-"""Vector instructions (pipe ``V``), named after their Ascend C counterparts.
+"""Vector instructions (pipe ``V``), in the two forms Ascend C has.
 
-Each computes its result with numpy in a full run and always charges
-``issue + repeats x cycles-per-repeat`` where a repeat is 256 bytes of the widest operand
-(DESIGN.md §4.2). ``count`` is in elements and defaults to the destination's length.
+* **tensor form** ``ctx.add(dst, src0, src1, count)`` — ``Add(dst, src0, src1, count)``: the first
+  ``count`` elements, contiguous.
+* **level-0 form** ``ctx.add(dst, src0, src1, mask, repeat_time, BinaryRepeatParams(...))`` —
+  ``Add(dst, src0, src1, mask, repeatTime, repeatParams)``: ``repeat_time`` repeats (≤ 255) of 8
+  blocks of 32 bytes; ``mask`` is an int (count mode: the first ``mask`` lanes of each repeat) or
+  a list ``[mask_lo, mask_hi]`` of two uint64 bit masks (bit mode: lane i is on when its bit is
+  set; ``mask_hi`` covers lanes 64..127 of 16-bit types and must be 0 for 32-bit types). Block
+  strides step between the 8 blocks of a repeat, repeat strides between repeats, both in 32-byte
+  blocks (``dst_blk_stride=0`` writes every block onto the same one; ``src1_rep_stride=1`` walks a
+  tensor one block per repeat — how a per-row value is broadcast after ``Brcb``).
 
-Two broadcast forms stand in for Ascend C's repeat strides / ``Brcb``: in a binary op with
-``rows=R`` the destination is R rows; ``src1`` of one row's length is reused by every row
-(``broadcast="tile"``) or holds one value per row (``broadcast="row"``).
-Masks are one uint8 per element (the hardware packs bits; the cost is the same per repeat).
+Sources: asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/基础算术/ (Add, Adds, Exp, ...),
+数据填充/ (Duplicate, CreateVecIndex), 类型转换/Cast.md, and the 通用说明 pages on repeat
+parameters and masks.
+
+Cost (the model): ``issue + repeats x cycles-per-repeat`` of the instruction's kind, a repeat being
+256 bytes of the widest operand (DESIGN.md §4.2). Every result is computed with numpy in a full
+run; a timing-only run charges the same time.
 """
 
 from __future__ import annotations
 
+import functools
+import numbers
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..sim.costs import vector_cycles
+from .errors import AscendCRuleError
 from .tensor import LocalTensor
 
-_BINARY = {
-    "add": (np.add, "simple"), "sub": (np.subtract, "simple"), "mul": (np.multiply, "simple"),
-    "div": (np.divide, "div"), "max": (np.maximum, "simple"), "min": (np.minimum, "simple"),
-}
-_COMPARE = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal,
-            "GE": np.greater_equal, "NE": np.not_equal}
+MAX_REPEAT = 255
+BLOCKS_PER_REPEAT = 8
+BLOCK_BYTES = 32
 
 
-def _expand(data: np.ndarray, how, rows, n: int) -> np.ndarray:
-    """The n values an operand contributes: itself, one row reused ('tile'), or one value per
-    row ('row')."""
-    if how == "tile":
-        return np.tile(data[: n // rows], rows)
-    if how == "row":
-        return np.repeat(data[:rows], n // rows)
-    return data[:n]
+@dataclass(frozen=True)
+class BinaryRepeatParams:
+    """``BinaryRepeatParams{dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride,
+    src0RepStride, src1RepStride}`` (32-byte blocks)."""
+
+    dst_blk_stride: int = 1
+    src0_blk_stride: int = 1
+    src1_blk_stride: int = 1
+    dst_rep_stride: int = 8
+    src0_rep_stride: int = 8
+    src1_rep_stride: int = 8
 
 
-def _need_local(*tensors):
+@dataclass(frozen=True)
+class UnaryRepeatParams:
+    """``UnaryRepeatParams{dstBlkStride, srcBlkStride, dstRepStride, srcRepStride}`` (32-byte blocks)."""
+
+    dst_blk_stride: int = 1
+    src_blk_stride: int = 1
+    dst_rep_stride: int = 8
+    src_rep_stride: int = 8
+
+
+@dataclass(frozen=True)
+class CopyRepeatParams:
+    """``CopyRepeatParams{dstStride, srcStride, dstRepeatSize, srcRepeatSize}`` (32-byte blocks)."""
+
+    dst_stride: int = 1
+    src_stride: int = 1
+    dst_repeat_size: int = 8
+    src_repeat_size: int = 8
+
+
+class RoundMode:
+    """``RoundMode`` of ``Cast``."""
+
+    CAST_NONE = "CAST_NONE"
+    CAST_RINT = "CAST_RINT"
+    CAST_FLOOR = "CAST_FLOOR"
+    CAST_CEIL = "CAST_CEIL"
+    CAST_ROUND = "CAST_ROUND"
+    CAST_TRUNC = "CAST_TRUNC"
+    CAST_ODD = "CAST_ODD"
+
+
+_ROUND = {RoundMode.CAST_RINT: np.rint, RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
+          RoundMode.CAST_ROUND: lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
+          RoundMode.CAST_TRUNC: np.trunc}
+
+_BINARY = {"Add": (np.add, "simple"), "Sub": (np.subtract, "simple"), "Mul": (np.multiply, "simple"),
+           "Div": (np.divide, "div"), "Max": (np.maximum, "simple"), "Min": (np.minimum, "simple")}
+_FLOAT_ONLY = {"Div", "Exp"}
+
+
+def need_local(*tensors):
     for t in tensors:
         if not isinstance(t, LocalTensor):
             raise TypeError(f"vector instructions work on UB LocalTensors, got {type(t).__name__}; "
                             "data_copy global data into UB first")
 
 
+def _whole(name, value, lo, hi=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < lo \
+            or (hi is not None and value > hi):
+        span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise AscendCRuleError(f"{name} must be a whole number {span}, got {value!r}")
+    return int(value)
+
+
+def lanes_of(mask, itemsize: int) -> np.ndarray:
+    """The lanes (element positions inside one 256-byte repeat) a level-0 ``mask`` switches on."""
+    per_repeat = 256 // itemsize
+    if isinstance(mask, (list, tuple)):
+        if len(mask) != 2:
+            raise AscendCRuleError(f"a bit-mode mask is [mask_lo, mask_hi] (two uint64), got {mask!r}")
+        lo, hi = (_whole("mask word", m, 0, 2**64 - 1) for m in mask)
+        if per_repeat <= 64 and hi:
+            raise AscendCRuleError(f"mask_hi must be 0 for {8 * itemsize}-bit types: a repeat has only "
+                                   f"{per_repeat} lanes (got mask_hi={hi:#x})")
+        bits = np.array([(lo >> i) & 1 for i in range(64)] + [(hi >> i) & 1 for i in range(64)], bool)
+        return np.flatnonzero(bits[:per_repeat])
+    m = _whole("mask (count mode: lanes per repeat)", mask, 1)
+    if m > per_repeat:
+        raise AscendCRuleError(f"mask={m} is wider than one repeat: a repeat holds {per_repeat} "
+                               f"{8 * itemsize}-bit elements (256 bytes)")
+    return np.arange(m)
+
+
+@functools.lru_cache(maxsize=4096)
+def _footprint(lanes: tuple, itemsize: int, repeat: int, blk_stride: int, rep_stride: int) -> np.ndarray:
+    """Element offsets a level-0 operand touches: repeat r, lane l → r·rep + block(l)·blk + l%8."""
+    per_block = BLOCK_BYTES // itemsize
+    lanes = np.asarray(lanes)
+    within = lanes % per_block + (lanes // per_block) * blk_stride * per_block
+    offsets = (np.arange(repeat)[:, None] * rep_stride * per_block + within).ravel()
+    offsets.flags.writeable = False
+    return offsets
+
+
+def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
+    """Element offsets of operand ``t`` (checked to lie inside it)."""
+    blk_stride = _whole(f"{what} block stride", blk_stride, 0, 255)
+    rep_stride = _whole(f"{what} repeat stride", rep_stride, 0, 65535)
+    off = _footprint(tuple(int(x) for x in lanes), t.dtype.itemsize, repeat, blk_stride, rep_stride)
+    if len(off) and int(off.max()) >= t.count:
+        raise AscendCRuleError(
+            f"{what} '{t.name}': {repeat} repeat(s) with block stride {blk_stride} and repeat stride "
+            f"{rep_stride} reach element {int(off.max())}, past the tensor's {t.count} elements "
+            "from its address; the hardware would read or write the UB beyond it")
+    return off
+
+
+def span_of(t: LocalTensor, off: np.ndarray):
+    """(tensor, byte_lo, byte_hi) of the elements at ``off`` (for hazard tracking)."""
+    size = t.dtype.itemsize
+    if len(off) == 0:
+        return t, t.byte_offset, t.byte_offset
+    return t, t.byte_offset + int(off.min()) * size, t.byte_offset + (int(off.max()) + 1) * size
+
+
 class VectorOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
-    def _count(self, dst: LocalTensor, count, *srcs) -> int:
-        count = dst.count if count is None else int(count)
-        for t in (dst, *srcs):
-            if count > t.count:
-                raise ValueError(f"count={count} exceeds UB tensor '{t.name}' ({t.count} elements)")
-        if count < 1:
-            raise ValueError(f"count must be >= 1, got {count}")
-        return count
+    # ---- shared machinery -----------------------------------------------------------------
+    def _vec(self, name, kind, nbytes, reads, writes, elements, repeats=None):
+        cost, reps = vector_cycles(self.hw, kind, nbytes)
+        if repeats is not None:            # level-0: the instruction runs exactly `repeats`
+            cost, reps = vector_cycles(self.hw, kind, repeats * self.hw.vector_repeat_bytes)
+        self.core.vector_repeats += reps
+        self._exec("V", f"{name} x{reps}", cost, reads, writes, nbytes=nbytes, elements=elements)
 
-    def _vec(self, name, kind, nbytes, reads, writes, elements):
-        cost, repeats = vector_cycles(self.hw, kind, nbytes)
-        self.core.vector_repeats += repeats
-        self._exec("V", f"{name} x{repeats}", cost, reads, writes, nbytes=nbytes, elements=elements)
+    def _count(self, count, *tensors) -> int:
+        n = _whole("count (elements)", count, 1)
+        for t in tensors:
+            if n > t.count:
+                raise AscendCRuleError(f"count={n} exceeds UB tensor '{t.name}' ({t.count} elements "
+                                       "from its address)")
+        return n
 
-    # ---- elementwise ---------------------------------------------------------------------
-    def _binary(self, op, dst, src0, src1, count=None, rows=None, broadcast=None):
-        _need_local(dst, src0, src1)
-        fn, kind = _BINARY[op]
-        n = self._count(dst, count, src0)
-        if broadcast is None:
-            self._count(src1, n)
-        elif broadcast not in ("tile", "row") or not rows or n % rows:
-            raise ValueError("broadcast must be 'tile' or 'row' with rows dividing count; "
-                             f"got broadcast={broadcast!r}, rows={rows}, count={n}")
-        width = max(dst.dtype.itemsize, src0.dtype.itemsize)
-        self._vec(op.capitalize(), kind, n * width, (src0, src1), (dst,), n)
-        if self.timing_only:
+    def _check_repeat(self, repeat_time) -> int:
+        return _whole("repeat_time", repeat_time, 0, MAX_REPEAT)
+
+    def _check_float(self, name, *tensors):
+        for t in tensors:
+            if t.dtype.kind != "f":
+                raise AscendCRuleError(f"{name} works on float16 / float32; '{t.name}' is {t.dtype.name}")
+
+    def _same_dtype(self, name, *tensors):
+        dts = {t.dtype for t in tensors}
+        if len(dts) > 1:
+            raise AscendCRuleError(f"{name}: operands must share one dtype (use cast first); got "
+                                   f"{', '.join(f'{t.name}:{t.dtype.name}' for t in tensors)}")
+
+    def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides):
+        """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""
+        repeat = self._check_repeat(repeat_time)
+        lanes = lanes_of(mask, dst.dtype.itemsize)
+        offs = [footprint(t, lanes, repeat, b, r, role)
+                for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1"))]
+        self._vec(name, kind, repeat * 256, [span_of(t, o) for t, o in zip(srcs, offs[1:])],
+                  [span_of(dst, offs[0])], repeat * len(lanes), repeats=repeat)
+        if self.timing_only or repeat == 0:
             return
-        b = _expand(src1.data, broadcast, rows, n)
         with np.errstate(all="ignore"):
-            dst.data[:n] = fn(src0.data[:n], b).astype(dst.dtype, copy=False)
+            result = fn(*(t.data[o] for t, o in zip(srcs, offs[1:])))
+        dst.data[offs[0]] = np.asarray(result).astype(dst.dtype, copy=False)
 
-    def add(self, dst, src0, src1, count=None, *, rows=None, broadcast=None):
-        """dst = src0 + src1 (``Add``)."""
-        self._binary("add", dst, src0, src1, count, rows, broadcast)
+    def _tensor_form(self, name, kind, fn, dst, srcs, count):
+        n = self._count(count, dst, *srcs)
+        width = max(t.dtype.itemsize for t in (dst, *srcs))
+        self._vec(name, kind, n * width, [(t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize) for t in srcs],
+                  [(dst, dst.byte_offset, dst.byte_offset + n * dst.dtype.itemsize)], n)
+        if self.timing_only:
+            return
+        with np.errstate(all="ignore"):
+            result = fn(*(t.data[:n] for t in srcs))
+        dst.data[:n] = np.asarray(result).astype(dst.dtype, copy=False)
 
-    def sub(self, dst, src0, src1, count=None, *, rows=None, broadcast=None):
-        """dst = src0 - src1 (``Sub``)."""
-        self._binary("sub", dst, src0, src1, count, rows, broadcast)
+    def _dispatch(self, name, kind, fn, dst, srcs, args, params_type):
+        """Tensor form when ``args`` is (count,), level-0 when (mask, repeat_time, params)."""
+        need_local(dst, *srcs)
+        if name in _FLOAT_ONLY:
+            self._check_float(name, dst, *srcs)
+        self._same_dtype(name, dst, *srcs)
+        if len(args) == 1:
+            return self._tensor_form(name, kind, fn, dst, srcs, args[0])
+        if len(args) == 3:
+            mask, repeat_time, params = args
+            if not isinstance(params, params_type):
+                raise TypeError(f"{name} level-0 form takes a {params_type.__name__}, got {type(params).__name__}")
+            if params_type is BinaryRepeatParams:
+                strides = [(params.dst_blk_stride, params.dst_rep_stride),
+                           (params.src0_blk_stride, params.src0_rep_stride),
+                           (params.src1_blk_stride, params.src1_rep_stride)]
+            else:
+                strides = [(params.dst_blk_stride, params.dst_rep_stride),
+                           (params.src_blk_stride, params.src_rep_stride)]
+            return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides)
+        raise TypeError(f"{name} takes (..., count) or (..., mask, repeat_time, "
+                        f"{params_type.__name__}); got {len(args)} trailing argument(s)")
 
-    def mul(self, dst, src0, src1, count=None, *, rows=None, broadcast=None):
-        """dst = src0 * src1 (``Mul``)."""
-        self._binary("mul", dst, src0, src1, count, rows, broadcast)
+    # ---- binary ---------------------------------------------------------------------------
+    def add(self, dst, src0, src1, *args):
+        """``Add``: dst = src0 + src1."""
+        self._binary("Add", dst, src0, src1, args)
 
-    def div(self, dst, src0, src1, count=None, *, rows=None, broadcast=None):
-        """dst = src0 / src1 (``Div``; slower per repeat)."""
-        self._binary("div", dst, src0, src1, count, rows, broadcast)
+    def sub(self, dst, src0, src1, *args):
+        """``Sub``: dst = src0 - src1."""
+        self._binary("Sub", dst, src0, src1, args)
 
-    def max(self, dst, src0, src1, count=None, *, rows=None, broadcast=None):
-        """dst = maximum(src0, src1) (``Max``)."""
-        self._binary("max", dst, src0, src1, count, rows, broadcast)
+    def mul(self, dst, src0, src1, *args):
+        """``Mul``: dst = src0 * src1."""
+        self._binary("Mul", dst, src0, src1, args)
 
-    def min(self, dst, src0, src1, count=None, *, rows=None, broadcast=None):
-        """dst = minimum(src0, src1) (``Min``)."""
-        self._binary("min", dst, src0, src1, count, rows, broadcast)
+    def div(self, dst, src0, src1, *args):
+        """``Div``: dst = src0 / src1 (float only; slower per repeat)."""
+        self._binary("Div", dst, src0, src1, args)
 
-    def _unary(self, name, kind, dst, src, count, fn):
-        _need_local(dst, src)
-        n = self._count(dst, count, src)
-        self._vec(name, kind, n * max(dst.dtype.itemsize, src.dtype.itemsize), (src,), (dst,), n)
-        if not self.timing_only:
-            with np.errstate(all="ignore"):
-                dst.data[:n] = fn(src.data[:n]).astype(dst.dtype, copy=False)
+    def max(self, dst, src0, src1, *args):
+        """``Max``: dst = maximum(src0, src1)."""
+        self._binary("Max", dst, src0, src1, args)
 
-    def adds(self, dst, src, scalar, count=None):
-        """dst = src + scalar (``Adds``)."""
-        self._unary("Adds", "simple", dst, src, count, lambda x: x + np.asarray(scalar, x.dtype))
+    def min(self, dst, src0, src1, *args):
+        """``Min``: dst = minimum(src0, src1)."""
+        self._binary("Min", dst, src0, src1, args)
 
-    def muls(self, dst, src, scalar, count=None):
-        """dst = src * scalar (``Muls``)."""
-        self._unary("Muls", "simple", dst, src, count, lambda x: x * np.asarray(scalar, x.dtype))
+    def _binary(self, name, dst, src0, src1, args):
+        fn, kind = _BINARY[name]
+        self._dispatch(name, kind, fn, dst, (src0, src1), args, BinaryRepeatParams)
 
-    def maxs(self, dst, src, scalar, count=None):
-        """dst = maximum(src, scalar) (``Maxs``)."""
-        self._unary("Maxs", "simple", dst, src, count, lambda x: np.maximum(x, np.asarray(scalar, x.dtype)))
+    # ---- with a scalar --------------------------------------------------------------------
+    def adds(self, dst, src, scalar, *args):
+        """``Adds``: dst = src + scalar."""
+        self._scalar_op("Adds", np.add, dst, src, scalar, args)
 
-    def exp(self, dst, src, count=None):
-        """dst = exp(src), exact (``Exp``; priced by ``vector_exp_cycles_per_repeat``)."""
-        self._unary("Exp", "exp", dst, src, count, np.exp)
+    def muls(self, dst, src, scalar, *args):
+        """``Muls``: dst = src * scalar."""
+        self._scalar_op("Muls", np.multiply, dst, src, scalar, args)
 
-    def cast(self, dst, src, count=None, round_mode: str = "rint"):
-        """dst = src converted to dst's dtype (``Cast``); float→int rounds by ``round_mode``
-        ('rint' to nearest even, 'floor', 'trunc')."""
-        modes = {"rint": np.rint, "floor": np.floor, "trunc": np.trunc}
-        if round_mode not in modes:
-            raise ValueError(f"round_mode must be one of {sorted(modes)}, got {round_mode!r}")
-        if dst.dtype.kind in "iu" and src.dtype.kind == "f":
-            self._unary("Cast", "simple", dst, src, count, modes[round_mode])
-        else:
-            self._unary("Cast", "simple", dst, src, count, lambda x: x)
+    def maxs(self, dst, src, scalar, *args):
+        """``Maxs``: dst = maximum(src, scalar)."""
+        self._scalar_op("Maxs", np.maximum, dst, src, scalar, args)
 
-    def shift_left(self, dst, src, bits: int, count=None):
-        """dst = src << bits on integers (``ShiftLeft``)."""
+    def mins(self, dst, src, scalar, *args):
+        """``Mins``: dst = minimum(src, scalar)."""
+        self._scalar_op("Mins", np.minimum, dst, src, scalar, args)
+
+    def _scalar_op(self, name, fn, dst, src, scalar, args):
+        if not isinstance(scalar, (numbers.Real, np.number)) or isinstance(scalar, bool):
+            raise TypeError(f"{name} takes a scalar number, got {type(scalar).__name__}")
+        need_local(src)
+        if src.dtype.kind in "iu" and (not float(scalar).is_integer()):
+            raise AscendCRuleError(f"{name} on {src.dtype.name} takes an integer scalar, got {scalar!r}")
+        value = np.asarray(scalar).astype(src.dtype)
+        self._dispatch(name, "simple", lambda x: fn(x, value), dst, (src,), args, UnaryRepeatParams)
+
+    # ---- unary ----------------------------------------------------------------------------
+    def exp(self, dst, src, *args):
+        """``Exp``: dst = exp(src), exact (priced by ``vector_exp_cycles_per_repeat``)."""
+        self._dispatch("Exp", "exp", np.exp, dst, (src,), args, UnaryRepeatParams)
+
+    def shift_left(self, dst, src, scalar_value: int, *args):
+        """``ShiftLeft``: dst = src << scalar_value on integers."""
+        need_local(src)
         if src.dtype.kind not in "iu":
-            raise TypeError(f"shift_left works on integer tensors; '{src.name}' is {src.dtype.name}")
-        self._unary("ShiftLeft", "simple", dst, src, count, lambda x: np.left_shift(x, bits))
+            raise AscendCRuleError(f"shift_left works on integer tensors; '{src.name}' is {src.dtype.name}")
+        self._require("ShiftLeft")
+        bits = _whole("shift_left scalar_value", scalar_value, 0, 8 * src.dtype.itemsize - 1)
+        self._dispatch("ShiftLeft", "simple", lambda x: np.left_shift(x, bits), dst, (src,), args,
+                       UnaryRepeatParams)
 
-    def adds_int(self, dst, src, scalar: int, count=None):
-        """dst = src + scalar on integer tensors (``Adds`` on int32)."""
-        self._unary("Adds", "simple", dst, src, count, lambda x: x + np.asarray(scalar, x.dtype))
+    def cast(self, dst, src, round_mode: str, count):
+        """``Cast(dst, src, RoundMode, count)``: convert to dst's dtype. float→int rounds by
+        ``round_mode`` (CAST_RINT to nearest even, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC);
+        widening conversions take CAST_NONE."""
+        need_local(dst, src)
+        if round_mode not in (*_ROUND, RoundMode.CAST_NONE, RoundMode.CAST_ODD):
+            raise AscendCRuleError(f"round_mode must be a RoundMode (CAST_NONE, CAST_RINT, CAST_FLOOR, "
+                                   f"CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD), got {round_mode!r}")
+        to_int = dst.dtype.kind in "iu" and src.dtype.kind == "f"
+        if to_int and round_mode not in _ROUND:
+            raise AscendCRuleError(f"cast {src.dtype.name} -> {dst.dtype.name} must say how to round "
+                                   "(CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND or CAST_TRUNC)")
+        self._require(f"Cast {src.dtype.name}->{dst.dtype.name}")
+        fn = _ROUND[round_mode] if to_int else (lambda x: x)
+        self._tensor_form("Cast", "simple", fn, dst, (src,), count)
 
-    def copy(self, dst, src, count=None, *, dst_stride: int = 1, src_stride: int = 1):
-        """dst[i*dst_stride] = src[i*src_stride] for i < count (``Copy`` with strides). The
-        cost covers every repeat the strided footprint spans."""
-        _need_local(dst, src)
-        n = dst.count if count is None else int(count)
-        if n < 1 or (n - 1) * dst_stride >= dst.count or (n - 1) * src_stride >= src.count:
-            raise ValueError(f"strided copy of {n} elements (strides {dst_stride}/{src_stride}) does not "
-                             f"fit '{dst.name}' ({dst.count}) / '{src.name}' ({src.count})")
-        span = max((n - 1) * dst_stride + 1, (n - 1) * src_stride + 1)
-        self._vec("Copy", "simple", span * dst.dtype.itemsize, (src,), (dst,), n)
-        if not self.timing_only:
-            dst.data[: (n - 1) * dst_stride + 1: dst_stride] = src.data[: (n - 1) * src_stride + 1: src_stride]
+    # ---- fill / copy ----------------------------------------------------------------------
+    def duplicate(self, dst, scalar, *args):
+        """``Duplicate(dst, scalar, count)`` or ``Duplicate(dst, scalar, mask, repeatTime,
+        dstBlockStride, dstRepeatStride)``: fill with a scalar."""
+        need_local(dst)
+        value = np.asarray(scalar).astype(dst.dtype)
+        if len(args) == 1:
+            return self._tensor_form("Duplicate", "simple", lambda: value, dst, (), args[0])
+        if len(args) == 4:
+            mask, repeat_time, blk, rep = args
+            return self._level0("Duplicate", "simple", lambda: value, dst, (), mask, repeat_time, [(blk, rep)])
+        raise TypeError("duplicate takes (dst, scalar, count) or (dst, scalar, mask, repeat_time, "
+                        f"dst_block_stride, dst_repeat_stride); got {len(args)} trailing argument(s)")
 
-    def duplicate(self, dst, scalar, count=None):
-        """dst[:] = scalar (``Duplicate``)."""
-        _need_local(dst)
-        n = self._count(dst, count)
-        self._vec("Duplicate", "simple", n * dst.dtype.itemsize, (), (dst,), n)
-        if not self.timing_only:
-            dst.data[:n] = scalar
+    def copy(self, dst, src, mask, repeat_time, repeat_params: CopyRepeatParams):
+        """``Copy(dst, src, mask, repeatTime, CopyRepeatParams)``: a vector UB→UB copy (level-0
+        only), 16- or 32-bit types. With ``src_stride=0`` every block of a repeat reads the same
+        source block (a per-row broadcast after ``Brcb``)."""
+        need_local(dst, src)
+        self._same_dtype("Copy", dst, src)
+        if dst.dtype.itemsize not in (2, 4):
+            raise AscendCRuleError(f"Copy moves 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
+        if not isinstance(repeat_params, CopyRepeatParams):
+            raise TypeError(f"copy takes a CopyRepeatParams, got {type(repeat_params).__name__}")
+        p = repeat_params
+        self._level0("Copy", "simple", lambda x: x, dst, (src,), mask, repeat_time,
+                     [(p.dst_stride, p.dst_repeat_size), (p.src_stride, p.src_repeat_size)])
 
-    def create_vec_index(self, dst, first_value=0, count=None):
-        """dst[i] = first_value + i (``CreateVecIndex``)."""
-        _need_local(dst)
-        n = self._count(dst, count)
-        self._vec("CreateVecIndex", "simple", n * dst.dtype.itemsize, (), (dst,), n)
-        if not self.timing_only:
-            dst.data[:n] = np.arange(first_value, first_value + n, dtype=dst.dtype)
+    def create_vec_index(self, dst, first_value, count):
+        """``CreateVecIndex(dst, firstValue, count)``: dst[i] = first_value + i."""
+        need_local(dst)
+        n = self._count(count, dst)
+        self._tensor_form("CreateVecIndex", "simple",
+                          lambda: np.arange(n, dtype=np.float64) + first_value, dst, (), n)
 
-    # ---- compare / select ----------------------------------------------------------------
-    def compare(self, dst_mask, src0, src1, mode: str, count=None, *, rows=None, broadcast=None,
-                src0_broadcast=None):
-        """dst_mask = (src0 <mode> src1) as 0/1 uint8 (``Compare``); mode LT GT EQ LE GE NE.
-        ``src0_broadcast`` ('tile' or 'row') broadcasts src0 the way ``broadcast`` does src1."""
-        _need_local(dst_mask, src0, src1)
-        if mode not in _COMPARE:
-            raise ValueError(f"compare mode must be one of {sorted(_COMPARE)}, got {mode!r}")
-        if dst_mask.dtype != np.uint8:
-            raise TypeError(f"compare writes a uint8 mask; '{dst_mask.name}' is {dst_mask.dtype.name}")
-        n = self._count(dst_mask, count)
-        for src, how in ((src0, src0_broadcast), (src1, broadcast)):
-            if how is None:
-                self._count(src, n)
-            elif how not in ("tile", "row") or not rows or n % rows:
-                raise ValueError(f"broadcast must be 'tile' or 'row' with rows dividing count={n}")
-        self._vec(f"Compare.{mode}", "simple", n * src0.dtype.itemsize, (src0, src1), (dst_mask,), n)
-        if self.timing_only:
-            return
-        a, b = (_expand(t.data, how, rows, n) for t, how in ((src0, src0_broadcast), (src1, broadcast)))
-        dst_mask.data[:n] = _COMPARE[mode](a, b)
-
-    def compare_scalar(self, dst_mask, src, scalar, mode: str, count=None):
-        """dst_mask = (src <mode> scalar) (``CompareScalar``)."""
-        _need_local(dst_mask, src)
-        if mode not in _COMPARE:
-            raise ValueError(f"compare mode must be one of {sorted(_COMPARE)}, got {mode!r}")
-        n = self._count(dst_mask, count, src)
-        self._vec(f"CompareScalar.{mode}", "simple", n * src.dtype.itemsize, (src,), (dst_mask,), n)
-        if not self.timing_only:
-            dst_mask.data[:n] = _COMPARE[mode](src.data[:n], np.asarray(scalar, src.dtype))
-
-    def select(self, dst, mask, src0, src1, count=None):
-        """dst = where(mask, src0, src1) (``Select``); src1 may be a Python scalar."""
-        _need_local(dst, mask, src0)
-        n = self._count(dst, count, mask, src0)
-        reads = (mask, src0) + ((src1,) if isinstance(src1, LocalTensor) else ())
-        self._vec("Select", "simple", n * dst.dtype.itemsize, reads, (dst,), n)
-        if not self.timing_only:
-            other = src1.data[:n] if isinstance(src1, LocalTensor) else np.asarray(src1, dst.dtype)
-            dst.data[:n] = np.where(mask.data[:n].astype(bool), src0.data[:n], other)
-
-    def sort_rows(self, dst_values, dst_indices, src, rows: int, row_len: int):
-        """Sort each row of ``src`` [rows, row_len] descending, ties to the lower index, writing
-        values and int32 indices (``Sort32`` on 32-element groups, then ``MrgSort`` passes that
-        merge 4 lists at a time: 1 + ceil(log4(groups)) passes over the data)."""
-        _need_local(dst_values, dst_indices, src)
-        n = rows * row_len
-        for t in (src, dst_values, dst_indices):
-            self._count(t, n)
-        groups = -(-row_len // 32)
-        passes, width = 1, 1
-        while width < groups:
-            width *= 4
-            passes += 1
-        # each pass reads values and indices (8 bytes per element)
-        self._vec(f"Sort32+MrgSort({passes} passes)", "sort", passes * n * 8, (src,),
-                  (dst_values, dst_indices), n)
-        if self.timing_only:
-            return
-        block = src.data[:n].reshape(rows, row_len)
-        order = np.argsort(-block, axis=1, kind="stable")
-        dst_values.data[:n] = np.take_along_axis(block, order, axis=1).reshape(-1)
-        dst_indices.data[:n] = order.reshape(-1)
-
-    # ---- reductions ----------------------------------------------------------------------
-    def reduce_max(self, dst, src, count=None):
-        """dst[0] = max(src[:count]) (``ReduceMax``)."""
-        self._reduce("ReduceMax", np.max, dst, src, count)
-
-    def reduce_sum(self, dst, src, count=None):
-        """dst[0] = sum(src[:count]) (``ReduceSum``)."""
-        self._reduce("ReduceSum", np.sum, dst, src, count)
-
-    def _reduce(self, name, fn, dst, src, count):
-        _need_local(dst, src)
-        n = src.count if count is None else int(count)
-        self._count(src, n)
-        self._vec(name, "reduce", n * src.dtype.itemsize, (src,), (dst,), n)
-        if not self.timing_only:
-            dst.data[0] = fn(src.data[:n])
-
-    def whole_reduce_max(self, dst_value, dst_index, src, rows: int, row_len: int):
-        """Per row of ``src`` viewed as [rows, row_len]: the max and the LOWEST index holding it
-        (``WholeReduceMax`` with value+index order). Rows longer than one repeat take a second
-        pass over the per-repeat partials."""
-        self._whole_reduce("WholeReduceMax", dst_value, dst_index, src, rows, row_len)
-
-    def whole_reduce_sum(self, dst, src, rows: int, row_len: int):
-        """Per row of ``src`` viewed as [rows, row_len]: the sum (``WholeReduceSum``)."""
-        self._whole_reduce("WholeReduceSum", dst, None, src, rows, row_len)
-
-    def _whole_reduce(self, name, dst, dst_index, src, rows, row_len):
-        _need_local(dst, src)
-        if rows < 1 or row_len < 1 or rows * row_len > src.count or rows > dst.count:
-            raise ValueError(f"{name}: rows={rows} x row_len={row_len} must fit '{src.name}' "
-                             f"({src.count}) and rows must fit '{dst.name}' ({dst.count})")
-        per_repeat = self.hw.vector_repeat_bytes // src.dtype.itemsize
-        repeats_per_row = -(-row_len // per_repeat)
-        passes = repeats_per_row + (-(-repeats_per_row // per_repeat) if repeats_per_row > 1 else 0)
-        nbytes = rows * passes * self.hw.vector_repeat_bytes
-        writes = (dst,) + ((dst_index,) if dst_index is not None else ())
-        self._vec(name, "reduce", nbytes, (src,), writes, rows * row_len)
-        if self.timing_only:
-            return
-        block = src.data[: rows * row_len].reshape(rows, row_len)
-        if dst_index is None:
-            dst.data[:rows] = block.sum(axis=1)
-        else:
-            arg = np.argmax(block, axis=1)  # first occurrence = lowest index on ties
-            dst.data[:rows] = block[np.arange(rows), arg]
-            dst_index.data[:rows] = arg
+    def arith_progression(self, dst, first_value, diff_value, count):
+        """``ArithProgression(dst, firstValue, diffValue, count)``: dst[i] = first + i·diff."""
+        need_local(dst)
+        n = self._count(count, dst)
+        self._tensor_form("ArithProgression", "simple",
+                          lambda: first_value + np.arange(n, dtype=np.float64) * diff_value, dst, (), n)

@@ -167,20 +167,20 @@ class CoreState:
                             source if source is not None else issuing_source()))
         return start, end
 
-    def set_flag(self, src: str, dst: str) -> None:
+    def set_flag(self, src: str, dst: str, event_id: int = 0) -> None:
         self._check_pipe(src)
         self._check_pipe(dst)
-        self.flags.setdefault((src, dst), deque()).append(self.free[src])
+        self.flags.setdefault((src, dst, event_id), deque()).append(self.free[src])
 
-    def wait_flag(self, src: str, dst: str) -> None:
+    def wait_flag(self, src: str, dst: str, event_id: int = 0) -> None:
         self._check_pipe(src)
         self._check_pipe(dst)
-        pending = self.flags.get((src, dst))
+        pending = self.flags.get((src, dst, event_id))
         if not pending:
             raise SimulationError(
-                f"wait_flag({src}, {dst}) has no matching set_flag({src}, {dst}) before it: "
-                "on the device this pipe would wait forever. Set the flag after the producing "
-                "instruction, then wait for it before the consuming one.")
+                f"wait_flag({src}_{dst}, event {event_id}) has no matching set_flag before it: "
+                "on the device this pipe would wait forever. Set the flag (same event and id) "
+                "after the producing instruction, then wait for it before the consuming one.")
         self.wait_until(dst, pending.popleft())
 
     def wait_until(self, pipe: str, time_cycles: float) -> None:

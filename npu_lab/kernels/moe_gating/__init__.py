@@ -26,7 +26,7 @@ from .tiling import (
     moe_ub_bytes,
     moe_ub_capacity,
 )
-from .run import VERSIONS, MoeGatingResult, moe_gating_topk, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .run import VERSIONS, MoeGatingResult, unsupported_reason, moe_gating_topk, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .sweep import ARTICLE_TILE_S, TuneResult, autotune, bucket_table, lookup_tile_s, sweep
 from .vectorized import fast_exp_max_rel_error, fast_exp_numpy
 from .article import (FitResult, exp_speedup, fit_article_preset, fit_hardware,
@@ -36,7 +36,7 @@ __all__ = [
     "MOE_UB_VERSIONS", "MoeGatingTiling", "UbBudgetError", "NONFINITE_MODES", "UbBuffer", "article_calculate_tiling",
     "article_ub_estimate_bytes", "calculate_moe_gating_tiling", "moe_gating_topk_reference",
     "moe_ub_budget", "moe_ub_bytes", "moe_ub_capacity", "softmax_topk_renormalise_reference",
-    "VERSIONS", "MoeGatingResult", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",
+    "VERSIONS", "MoeGatingResult", "unsupported_reason", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",
     "ub_used_bytes", "ARTICLE_TILE_S", "TuneResult", "autotune", "bucket_table", "lookup_tile_s",
     "sweep", "fast_exp_max_rel_error", "fast_exp_numpy", "FitResult", "exp_speedup",
     "fit_article_preset", "fit_hardware", "reproduce_article_claims",

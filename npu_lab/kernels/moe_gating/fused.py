@@ -9,9 +9,26 @@
   2-slot output queue, so MTE2, S and MTE3 overlap.
 * **v2_bad_sync** — the article's pitfall: double buffers, but the next copy-in waits for this
   tile's copy-out (a barrier in the wrong place). The buffers are there; the overlap is not.
+* **v2c** — v2 with coalesced DMA: one copy for the whole tile in, one out, instead of one per
+  point; the scalar heap is kept. Set against v3 it separates what coalescing gains from what
+  vectorizing gains.
 
 Inputs: gate logits [B·S·E] flat in global memory (float32 or float16). Outputs: indices int32
 [B·S·K] and weights float32 [B·S·K]. The tiling struct arrives as packed bytes.
+
+Legal Ascend C (asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/数据搬运/): every UB row
+starts on a 32-byte block, because DMA moves whole blocks. A row of E scores is loaded with
+``DataCopy`` when E·sizeof(T) is a multiple of 32 bytes, else with ``DataCopyPad`` (which pads
+the row in UB); a point's K results (8 bytes at K = 2) can only be stored with ``DataCopyPad`` —
+``DataCopy`` would round 8 bytes down to nothing. The 310P's AI core has no DataCopyPad, so v1
+and v2 do not run there (v2c does whenever its tile's outputs are whole blocks).
+
+Sync: a ``TQue`` synchronises MTE2 with V (VECIN) and V with MTE3 (VECOUT). Here the consumer and
+producer is the *scalar* unit, so the kernels add the flags a scalar kernel needs by hand:
+MTE2_S (scores loaded → S may read), S_MTE3 (results written → MTE3 may store), and for the
+double-buffered versions S_MTE2 and MTE3_S (a slot may be refilled only after S, resp. MTE3, is
+done with it). Without any of them the simulator raises a RaceError, as the hardware would
+compute with stale bytes.
 """
 
 from __future__ import annotations
@@ -22,8 +39,16 @@ import math
 
 import numpy as np
 
-from ...lang import npu_kernel
+from ...lang import DataCopyExtParams, DataCopyPadExtParams, TBuf, TPosition, TQue, npu_kernel
 from .tiling import MoeGatingTiling
+
+BLOCK_BYTES = 32
+
+
+def row_stride(n: int, itemsize: int) -> int:
+    """Elements from one UB row to the next: ``n`` elements rounded up to whole 32-byte blocks."""
+    per_block = BLOCK_BYTES // itemsize
+    return -(-n // per_block) * per_block
 
 
 # ---- the scalar routine both versions run per point -------------------------------------------
@@ -61,16 +86,20 @@ def heap_topk_cost(E: int, K: int) -> dict:
 
 
 def scalar_topk_softmax(ctx, scores, values, indices, E: int, K: int) -> None:
-    """Per point on the scalar unit: heap top-K, then softmax over the K winners (max first)."""
+    """Per point on the scalar unit: heap top-K of ``scores[0:E]``, then softmax over the K
+    winners (max first), written to ``values[0:K]`` / ``indices[0:K]``. In C++ this is plain
+    code with GetValue / SetValue; here its scalar work is charged as one block."""
     cost = heap_topk_cost(E, K)
 
     def compute():
         v, i = heap_topk(scores.data[:E].astype(np.float32), K)
-        e = np.exp(v - v[0])
-        values.data[:K] = e / e.sum(dtype=np.float32)
+        e = np.exp((v - v[0]).astype(np.float64))       # float64: no overflow warning at ±3e38
+        values.data[:K] = (e / e.sum()).astype(np.float32)
         indices.data[:K] = i
 
-    ctx.scalar("heap top-k + softmax", **cost, reads=(scores,), writes=(values, indices), compute=compute)
+    span = lambda t, n: (t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize)
+    ctx.scalar("heap top-k + softmax", **cost, reads=(span(scores, E),),
+               writes=(span(values, K), span(indices, K)), compute=compute)
 
 
 # ---- which blocks do identical work ----------------------------------------------------------
@@ -114,105 +143,153 @@ def looping_block_classes(block_dim, gate_gm, indices_gm, weights_gm, tiling_byt
     return labels
 
 
-def _iteration_key(t: MoeGatingTiling, my_tiles: list[int]):
+def iteration_key(t: MoeGatingTiling, my_tiles: list[int]):
     """What makes one loop iteration's work differ: this tile's points and the next one's (the
-    prefetch), or no next tile at all."""
+    prefetch), or no next tile at all; whether a slot is reused (flags waited, j ≥ 2) and will
+    be reused (flags set, j + 2 < n)."""
     mine = tile_points(t)[my_tiles].tolist() + [0]
-    return lambda j: (mine[j], mine[j + 1])
+    n = len(my_tiles)
+    return lambda j: (mine[j], mine[j + 1], j >= 2, j + 2 < n)
 
 
-# ---- copy helpers shared by v1 and v2 --------------------------------------------------------
-def _tile_rows(t: MoeGatingTiling, tile: int) -> tuple[int, int]:
-    b0, _b1, s0, s1 = t.tile_range(tile)
-    return b0 * t.S + s0, (s1 - s0)      # first flat row, points (tileB = 1)
-
-
-def _copy_in_rows(ctx, scores, gate_gm, first_row: int, points: int, E: int) -> None:
-    """One DataCopy per point, as the article does it (E·dtype bytes each)."""
-    for p in range(points):
-        row = first_row + p
-        ctx.data_copy(scores[p * E:(p + 1) * E], gate_gm[row * E:(row + 1) * E])
-
-
-def _copy_out_rows(ctx, indices_gm, weights_gm, indices, values, first_row: int, points: int, K: int) -> None:
-    for p in range(points):
-        row = first_row + p
-        ctx.data_copy(indices_gm[row * K:(row + 1) * K], indices[p * K:(p + 1) * K])
-        ctx.data_copy(weights_gm[row * K:(row + 1) * K], values[p * K:(p + 1) * K])
+_iteration_key = iteration_key
 
 
 # ---- v1 ---------------------------------------------------------------------------------------
+def _tile_rows(t: MoeGatingTiling, tile: int) -> tuple[int, int]:
+    """(first flat row, points) of a tile (tileB = 1)."""
+    b0, _b1, s0, s1 = t.tile_range(tile)
+    return b0 * t.S + s0, s1 - s0
+
+
 @npu_kernel(block_classes=one_tile_per_block_classes)
 def moe_gating_v1_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
-    """v1: one block per tile; MTE2 (per-point loads) → S (heap + softmax) → MTE3 (per-point stores)."""
+    """v1, the article's kernel: one block per tile. MTE2 (a copy per point) → S (heap top-K and
+    softmax per point) → MTE3 (a DataCopyPad per point and output), strictly in turn. The
+    Ascend C listing is ``fused_v1.cpp``."""
     t = MoeGatingTiling.unpack(tiling_bytes)
     first_row, points = _tile_rows(t, ctx.get_block_idx())
     E, K = t.E, t.K
-    # UB as the host budgeted it (moe_ub_budget "v1"): sized for a full tile
-    scores = ctx.pipe.alloc_local(np.float32, t.tileBS * E, "scores").reinterpret(gate_gm.dtype)
-    values = ctx.pipe.alloc_local(np.float32, t.tileBS * K, "topk_values")
-    indices = ctx.pipe.alloc_local(np.int32, t.tileBS * K, "topk_indices")
+    size = gate_gm.dtype.itemsize
+    Es, Ks = row_stride(E, size), row_stride(K, 4)        # UB row strides (whole 32-B blocks)
+    # UB as the host budgeted it (moe_ub_budget "v1"), sized for a full tile
+    scores_buf, values_buf, indices_buf = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(scores_buf, t.tileBS * row_stride(E, 4) * 4, name="scores")
+    ctx.pipe.init_buffer(values_buf, t.tileBS * Ks * 4, name="topk_values")
+    ctx.pipe.init_buffer(indices_buf, t.tileBS * Ks * 4, name="topk_indices")
+    scores = scores_buf.get(gate_gm.dtype)
+    values, indices = values_buf.get(np.float32), indices_buf.get(np.int32)
 
-    _copy_in_rows(ctx, scores, gate_gm, first_row, points, E)
-    ctx.set_flag("MTE2", "S")      # the article's "wait for every copy-in"
-    ctx.wait_flag("MTE2", "S")
-    for p in range(points):
-        scalar_topk_softmax(ctx, scores[p * E:(p + 1) * E], values[p * K:(p + 1) * K],
-                            indices[p * K:(p + 1) * K], E, K)
-    ctx.set_flag("S", "MTE3")      # results are in UB: the stores may start
-    ctx.wait_flag("S", "MTE3")
-    _copy_out_rows(ctx, indices_gm, weights_gm, indices, values, first_row, points, K)
+    for p in range(points):                       # CopyIn: one copy per point
+        row = first_row + p
+        if E * size % BLOCK_BYTES == 0:
+            ctx.data_copy(scores[p * Es], gate_gm[row * E], E)
+        else:
+            ctx.data_copy_pad(scores[p * Es], gate_gm[row * E], DataCopyExtParams(1, E * size, 0, 0, 0),
+                              DataCopyPadExtParams(False, 0, 0, 0))
+    ctx.set_flag("MTE2_S", 0)                     # the article's "wait for every copy-in"
+    ctx.wait_flag("MTE2_S", 0)
+    for p in range(points):                       # Compute on the scalar unit
+        scalar_topk_softmax(ctx, scores[p * Es], values[p * Ks], indices[p * Ks], E, K)
+    ctx.set_flag("S_MTE3", 0)                     # results are in UB: the stores may start
+    ctx.wait_flag("S_MTE3", 0)
+    for p in range(points):                       # CopyOut: K values and K indices per point
+        row = first_row + p
+        ctx.data_copy_pad(indices_gm[row * K], indices[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+        ctx.data_copy_pad(weights_gm[row * K], values[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
 
 
-# ---- v2 and its pitfall -----------------------------------------------------------------------
-def _v2_body(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync: bool):
+# ---- v2, its pitfall, and v2c -------------------------------------------------------------------
+def _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, *, bad_sync: bool,
+                           coalesced: bool):
+    """The body of v2 / v2_bad_sync / v2c (see the module docstring for the flags)."""
     t = MoeGatingTiling.unpack(tiling_bytes)
-    E, K = t.E, t.K
+    E, K, T = t.E, t.K, t.tileBS
+    size = gate_gm.dtype.itemsize
+    Es, Ks = row_stride(E, size), row_stride(K, 4)
     my_tiles = block_tiles(t, ctx.get_block_idx(), ctx.get_block_num())
-    # UB as budgeted for "v2": two slots per queue
-    scores_q = ctx.pipe.init_queue("VECIN", 2, t.tileBS * E * 4, "scores", consumer="S")
-    values_q = ctx.pipe.init_queue("VECOUT", 2, t.tileBS * K * 4, "topk_values", producer="S")
-    indices_q = ctx.pipe.init_queue("VECOUT", 2, t.tileBS * K * 4, "topk_indices", producer="S")
+    n = len(my_tiles)
+    # UB as budgeted for "v2": a 2-slot input queue (depth 2: the prefetch enqueues tile j+1
+    # before tile j is dequeued) and two output slots
+    scores_q = TQue(TPosition.VECIN, 2)
+    ctx.pipe.init_buffer(scores_q, 2, T * row_stride(E, 4) * 4, name="scores")
+    values_buf, indices_buf = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(values_buf, 2 * T * Ks * 4, name="topk_values")
+    ctx.pipe.init_buffer(indices_buf, 2 * T * Ks * 4, name="topk_indices")
+    out_v, out_i = values_buf.get(np.float32), indices_buf.get(np.int32)
 
-    def copy_in(tile):
-        first_row, points = _tile_rows(t, tile)
-        scores = scores_q.alloc_tensor(np.float32).reinterpret(gate_gm.dtype)
-        _copy_in_rows(ctx, scores, gate_gm, first_row, points, E)
+    def copy_in(j):
+        first_row, points = _tile_rows(t, my_tiles[j])
+        if j >= 2:
+            ctx.wait_flag("S_MTE2", j % 2)        # S has finished reading this slot (tile j-2)
+        scores = scores_q.alloc_tensor(gate_gm.dtype)
+        if coalesced and E * size % BLOCK_BYTES == 0:
+            ctx.data_copy(scores, gate_gm[first_row * E], points * E)
+        elif coalesced:                           # one DataCopyPad, a padded UB row per point
+            ctx.data_copy_pad(scores, gate_gm[first_row * E], DataCopyExtParams(points, E * size, 0, 0, 0),
+                              DataCopyPadExtParams(False, 0, 0, 0))
+        else:
+            for p in range(points):
+                row = first_row + p
+                if E * size % BLOCK_BYTES == 0:
+                    ctx.data_copy(scores[p * Es], gate_gm[row * E], E)
+                else:
+                    ctx.data_copy_pad(scores[p * Es], gate_gm[row * E], DataCopyExtParams(1, E * size, 0, 0, 0),
+                                      DataCopyPadExtParams(False, 0, 0, 0))
+        ctx.set_flag("MTE2_S", j % 2)             # the scalar unit may read the slot
         scores_q.enque(scores)
 
-    copy_in(my_tiles[0])
-    for j in ctx.tile_loop(len(my_tiles), key=_iteration_key(t, my_tiles)):
-        tile = my_tiles[j]
-        first_row, points = _tile_rows(t, tile)
-        if j + 1 < len(my_tiles) and not bad_sync:
-            copy_in(my_tiles[j + 1])        # prefetch: MTE2 loads tile j+1 while S computes tile j
-        scores = scores_q.deque()           # S waits for tile j's load only
-        values = values_q.alloc_tensor(np.float32)
-        indices = indices_q.alloc_tensor(np.int32)
+    copy_in(0)
+    for j in ctx.tile_loop(n, key=iteration_key(t, my_tiles)):
+        first_row, points = _tile_rows(t, my_tiles[j])
+        if j + 1 < n and not bad_sync:
+            copy_in(j + 1)                        # prefetch: MTE2 loads tile j+1 while S computes tile j
+        scores = scores_q.deque(gate_gm.dtype)
+        ctx.wait_flag("MTE2_S", j % 2)            # S waits for tile j's load only
+        if j >= 2:
+            ctx.wait_flag("MTE3_S", j % 2)        # the output slot's stores (tile j-2) are done
+        values, indices = out_v[(j % 2) * T * Ks], out_i[(j % 2) * T * Ks]
+        step = K if coalesced else Ks             # v2c packs [points, K] densely for one store
         for p in range(points):
-            scalar_topk_softmax(ctx, scores[p * E:(p + 1) * E], values[p * K:(p + 1) * K],
-                                indices[p * K:(p + 1) * K], E, K)
+            scalar_topk_softmax(ctx, scores[p * Es], values[p * step], indices[p * step], E, K)
+        if j + 2 < n:
+            ctx.set_flag("S_MTE2", j % 2)         # the slot may be refilled (tile j+2)
         scores_q.free_tensor(scores)
-        values_q.enque(values)
-        indices_q.enque(indices)
-        values, indices = values_q.deque(), indices_q.deque()
-        _copy_out_rows(ctx, indices_gm, weights_gm, indices, values, first_row, points, K)
-        values_q.free_tensor(values)
-        indices_q.free_tensor(indices)
-        if bad_sync:
-            ctx.pipe_barrier("ALL")         # BUG (the lesson): waits for this tile's copy-out ...
-            if j + 1 < len(my_tiles):
-                copy_in(my_tiles[j + 1])    # ... before the next copy-in even starts
+        ctx.set_flag("S_MTE3", j % 2)
+        ctx.wait_flag("S_MTE3", j % 2)
+        if coalesced and points * K * 4 % BLOCK_BYTES == 0:
+            ctx.data_copy(indices_gm[first_row * K], indices, points * K)
+            ctx.data_copy(weights_gm[first_row * K], values, points * K)
+        elif coalesced:
+            ctx.data_copy_pad(indices_gm[first_row * K], indices, DataCopyExtParams(1, points * K * 4, 0, 0, 0))
+            ctx.data_copy_pad(weights_gm[first_row * K], values, DataCopyExtParams(1, points * K * 4, 0, 0, 0))
+        else:
+            for p in range(points):
+                row = first_row + p
+                ctx.data_copy_pad(indices_gm[row * K], indices[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+                ctx.data_copy_pad(weights_gm[row * K], values[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+        if j + 2 < n:
+            ctx.set_flag("MTE3_S", j % 2)         # the output slot may be rewritten (tile j+2)
+        if bad_sync and j + 1 < n:
+            ctx.pipe_barrier("PIPE_ALL")          # BUG (the lesson): waits for this tile's copy-out ...
+            copy_in(j + 1)                        # ... before the next copy-in even starts
 
 
 @npu_kernel(block_classes=looping_block_classes)
 def moe_gating_v2_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
-    """v2: block_dim ≤ cores, each block loops over tiles; 2-slot queues let MTE2 (next tile),
-    S (this tile) and MTE3 (previous tile) overlap."""
-    _v2_body(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync=False)
+    """v2: block_dim ≤ cores, each block loops over its tiles; the next tile's copy-in is issued
+    before this tile's compute, so MTE2 (tile j+1), S (tile j) and MTE3 (tile j-1) overlap.
+    Ascend C listing: ``fused_v2.cpp``."""
+    _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync=False, coalesced=False)
 
 
 @npu_kernel(block_classes=looping_block_classes)
 def moe_gating_v2_bad_sync_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
     """v2 with the article's sync pitfall: the next copy-in waits for this copy-out."""
-    _v2_body(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync=True)
+    _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync=True, coalesced=False)
+
+
+@npu_kernel(block_classes=looping_block_classes)
+def moe_gating_v2c_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
+    """v2c: v2 with one copy per tile in and out (coalesced DMA); the scalar heap stays."""
+    _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, bad_sync=False, coalesced=True)

@@ -5,7 +5,7 @@
 timing-only run (what sliders and sweeps call).
 
 Versions, in teaching order: ``discrete`` → ``v1`` → ``v2`` (``v2_bad_sync``, the pitfall) →
-``v3`` → ``v3_fast_exp``.
+``v2c`` → ``v3`` → ``v3_fast_exp`` → ``v4``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...hardware import HardwareSpec
-from ...lang import GlobalTensor, launch
+from ...lang import CapabilityError, GlobalTensor, launch
 from ...presets import get_preset
 from ...sim.timeline import Timeline
 from .discrete import generic_row_tiling, run_discrete_chain
-from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel
+from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel, moe_gating_v2c_kernel
 from .reference import _check_k, _raise_on_nonfinite
 from .tiling import MoeGatingTiling, calculate_moe_gating_tiling, moe_ub_bytes
 from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
@@ -29,13 +29,35 @@ VERSIONS = {
     "v1": "fused, one block per tile, scalar heap, synchronous",
     "v2": "fused, double-buffered: blocks ≤ cores loop over tiles, copy-in overlaps compute",
     "v2_bad_sync": "v2 with the pitfall: the next copy-in waits for this copy-out",
+    "v2c": "v2 with coalesced DMA: one padded copy per tile in and out, scalar heap kept",
     "v3": "fused, vectorized top-K and softmax on the vector unit, one DMA per tile",
     "v3_fast_exp": "v3 with a polynomial exp made of simple vector instructions",
 }
 _KERNELS = {"v1": moe_gating_v1_kernel, "v2": moe_gating_v2_kernel,
-            "v2_bad_sync": moe_gating_v2_bad_sync_kernel, "v3": moe_gating_v3_kernel,
+            "v2_bad_sync": moe_gating_v2_bad_sync_kernel, "v2c": moe_gating_v2c_kernel, "v3": moe_gating_v3_kernel,
             "v3_fast_exp": moe_gating_v3_fast_exp_kernel}
-_BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v3": "v3", "v3_fast_exp": "v3"}
+_BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v2c": "v2c", "v3": "v3",
+                   "v3_fast_exp": "v3"}
+
+
+#: instructions a version issues whatever the shape (checked against the chip before a launch)
+ALWAYS_NEEDS = {"v1": ("DataCopyPad",), "v2": ("DataCopyPad",), "v2_bad_sync": ("DataCopyPad",),
+                "v4": ("DataCopyPad", "Sort32", "MrgSort")}
+
+
+def unsupported_reason(version: str, hw) -> str | None:
+    """Why ``version`` cannot run on chip ``hw`` at any shape (None when it can run): e.g. v1's
+    8-byte per-point stores need DataCopyPad, which the 310P's AI core lacks. Shape-dependent
+    limits (an unaligned tail store) are found when the kernel runs."""
+    from ...capabilities import check_supported
+
+    _check_version(version)
+    hw = _hw(hw)
+    for instruction in ALWAYS_NEEDS.get(version, ()):
+        why = check_supported(hw.isa, instruction)
+        if why:
+            return f"{version} cannot run on {hw.name}: {why}"
+    return None
 
 
 @dataclass
@@ -71,6 +93,9 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
     chain has no MoeGatingTiling (None) and launches min(cores, row tiles) blocks per kernel."""
     version = _check_version(version)
     hw = _hw(hw)
+    why = unsupported_reason(version, hw)
+    if why:
+        raise CapabilityError(why)
     if version == "discrete":
         # the framework's generic kernels pick their own row tiling: tileS does not apply
         if tile_s is not None and (isinstance(tile_s, bool) or not isinstance(tile_s, (int, np.integer))

@@ -68,6 +68,7 @@ MOE_UB_VERSIONS = {
     "v1": "synchronous: one copy each of scores, top-k values, top-k indices",
     "v2": "double-buffered input and output queues: two copies of each",
     "v2_bad_sync": "same layout as v2 (its bug is in the synchronisation, not the buffers)",
+    "v2c": "same layout as v2; one padded copy per tile instead of one per point",
     "v3": "vectorized: v2's queues plus row_max, row_argmax, expert_iota, select_mask, exp_work",
 }
 
@@ -78,8 +79,10 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
 
     With T = tile_points:
 
-    * ``v1``: scores f32 [T*E], topk_values f32 [T*K], topk_indices i32 [T*K], one copy each;
-    * ``v2`` and ``v2_bad_sync``: the same three, two copies each (double-buffered queues);
+    * ``v1``: scores f32 [T*E8], topk_values f32 [T*K8], topk_indices i32 [T*K8], one copy each,
+      where X8 = X rounded up to 8 elements: every row starts on a 32-byte block, because DMA
+      into / out of UB works on whole blocks (DataCopyPad pads each row to 32 bytes);
+    * ``v2``, ``v2_bad_sync`` and ``v2c``: the same three, two copies each (double-buffered);
     * ``v3``: v2's three, plus single-copy temporaries row_max f32 [T], row_argmax i32 [T],
       expert_iota i32 [E], select_mask f32 [T*E] and exp_work f32 [3*T*K] (the fast exp's scratch).
 
@@ -97,11 +100,20 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
     block_bytes = _check_int("block_bytes", block_bytes)
 
     copies = 1 if version == "v1" else 2
-    buffers = [
-        UbBuffer.make("scores", "float32", T * E, copies, block_bytes),
-        UbBuffer.make("topk_values", "float32", T * K, copies, block_bytes),
-        UbBuffer.make("topk_indices", "int32", T * K, copies, block_bytes),
-    ]
+    if version == "v3":
+        buffers = [
+            UbBuffer.make("scores", "float32", T * E, copies, block_bytes),
+            UbBuffer.make("topk_values", "float32", T * K, copies, block_bytes),
+            UbBuffer.make("topk_indices", "int32", T * K, copies, block_bytes),
+        ]
+    else:
+        row = block_bytes // 4          # float32 / int32 elements per 32-byte block
+        E8, K8 = _ceil_div(E, row) * row, _ceil_div(K, row) * row
+        buffers = [
+            UbBuffer.make("scores", "float32", T * E8, copies, block_bytes),
+            UbBuffer.make("topk_values", "float32", T * K8, copies, block_bytes),
+            UbBuffer.make("topk_indices", "int32", T * K8, copies, block_bytes),
+        ]
     if version == "v3":
         buffers += [
             UbBuffer.make("row_max", "float32", T, 1, block_bytes),

@@ -1,0 +1,79 @@
+"""Which instructions each chip's vector core has (the ``isa`` of a :class:`HardwareSpec`).
+
+Ascend C pages list, per product, whether an API exists ("产品支持情况"). Two families matter here:
+
+* ``ascend910b`` — "Atlas A2 训练系列产品/Atlas A2 推理系列产品" (the 910B2 and the article preset);
+* ``ascend310p`` — "Atlas 推理系列产品AI Core" (the 310P3).
+
+Only the differences that a course kernel can run into are listed; every entry cites its page in
+asc-devkit ``docs/zh/api/SIMD-API/基础API/`` and says what to use instead.
+"""
+
+from __future__ import annotations
+
+ISAS = {
+    "ascend910b": "Atlas A2 training / inference series (Ascend 910B): AIV vector cores",
+    "ascend310p": "Atlas inference series AI Core (Ascend 310P)",
+}
+
+_P = "docs/zh/api/SIMD-API/基础API/Memory矢量计算/"
+
+#: (isa, instruction) -> (source page, what to do instead)
+MISSING = {
+    ("ascend310p", "DataCopyPad"): (
+        _P + "数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md ('Atlas 推理系列产品AI Core：不支持')",
+        "copy whole 32-byte blocks with data_copy (pad the tensor in global memory, or overlap "
+        "the last block back onto data already written)"),
+    ("ascend310p", "Sort32"): (
+        _P + "排序组合（ISASI）/Sort32.md (no 'Atlas 推理系列产品AI Core' support)",
+        "find the top K with K rounds of whole_reduce_max, or use the 310P's region-proposal "
+        "sort (RpSort16 + MrgSort4, not modelled)"),
+    ("ascend310p", "MrgSort"): (
+        _P + "排序组合（ISASI）/MrgSort.md (no 'Atlas 推理系列产品AI Core' support)",
+        "the 310P has MrgSort4 on region proposals (not modelled)"),
+    ("ascend310p", "GatherMask pattern 7"): (
+        _P + "比较与选择/GatherMask.md ('Atlas 推理系列产品AI Core，支持模式1-6')",
+        "pattern 1 and 2 together, or a user pattern of all ones"),
+    ("ascend310p", "ShiftLeft"): (
+        _P + "逻辑计算/ShiftLeft.md ('Atlas 推理系列产品AI Core：不支持')",
+        "multiply by a power of two"),
+    ("ascend310p", "Cast float32->int32"): (
+        _P + "类型转换/Cast.md (the 310P AI Core table has no float -> int32 conversion)",
+        "convert through float16 (float32 -> float16 -> int32) or int64"),
+    ("ascend310p", "WholeReduceMax ORDER_ONLY_VALUE"): (
+        "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMax.md (310P: ORDER_VALUE_INDEX, ORDER_INDEX_VALUE only)",
+        "ORDER_VALUE_INDEX and read every other element"),
+    ("ascend310p", "WholeReduceMax ORDER_ONLY_INDEX"): (
+        "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMax.md (310P: ORDER_VALUE_INDEX, ORDER_INDEX_VALUE only)",
+        "ORDER_VALUE_INDEX and read every other element"),
+    ("ascend310p", "WholeReduceMin ORDER_ONLY_VALUE"): (
+        "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMin.md", "ORDER_VALUE_INDEX"),
+    ("ascend310p", "WholeReduceMin ORDER_ONLY_INDEX"): (
+        "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMin.md", "ORDER_VALUE_INDEX"),
+}
+
+#: (isa, instruction, dtype) -> (allowed modes, source page)
+MODES = {
+    ("ascend910b", "Compare", "int32"): (("EQ",), _P + "比较与选择/Compare.md ('int32_t（只支持CMPMODE::EQ）')"),
+    ("ascend910b", "Compares", "int32"): (("EQ",), _P + "比较与选择/Compares.md ('int32_t（只支持CMPMODE::EQ）')"),
+    ("ascend310p", "Compare", "int32"): ((), _P + "比较与选择/Compare.md (310P AI Core: half, float only)"),
+    ("ascend310p", "Compares", "int32"): ((), _P + "比较与选择/Compares.md (310P AI Core: half, float only)"),
+}
+
+
+def check_supported(isa: str, instruction: str, *, dtype: str | None = None, mode: str | None = None):
+    """None if the chip family ``isa`` has ``instruction`` (for ``dtype`` and ``mode``), else the
+    reason as a string (callers raise it as a CapabilityError)."""
+    missing = MISSING.get((isa, instruction))
+    if missing is not None:
+        page, instead = missing
+        return (f"{instruction} does not exist on {ISAS.get(isa, isa)} ({page}); instead: {instead}")
+    if dtype is not None and mode is not None:
+        allowed = MODES.get((isa, instruction, dtype))
+        if allowed is not None and mode not in allowed[0]:
+            if not allowed[0]:
+                return f"{instruction} has no {dtype} form on {ISAS.get(isa, isa)} ({allowed[1]})"
+            return (f"{instruction} on {dtype} supports only mode(s) {', '.join(allowed[0])} on "
+                    f"{ISAS.get(isa, isa)} ({allowed[1]}); got {mode} — the hardware would silently "
+                    f"compute {allowed[0][0]}")
+    return None

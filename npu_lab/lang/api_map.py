@@ -1,0 +1,129 @@
+"""``ASCEND_C_API``: every Ascend C call the kernel API offers, with its Python spelling, its C++
+signature and its reference page in asc-devkit (``docs/zh/api/SIMD-API/基础API/...``; pages under
+``docs/api/`` are the CANN 8.x / 9.0 versions, before the 9.1 renames).
+
+Python names are the C++ names in snake_case with the same arguments in the same order; kernel
+methods live on ``ctx`` (:class:`~npu_lab.lang.context.KernelContext`). A test resolves every
+entry and checks the C++ listings of the course kernels call only these.
+"""
+
+from __future__ import annotations
+
+_B = "docs/zh/api/SIMD-API/基础API/"
+_M = _B + "Memory矢量计算/"
+
+#: Ascend C name -> (python path, C++ signature, reference page)
+_ROWS = [
+    # --- where am I, tiling ---
+    ("GetBlockIdx", "KernelContext.get_block_idx", "int64_t GetBlockIdx()", _B + "工具接口/系统资源与变量/GetBlockIdx.md"),
+    ("GetBlockNum", "KernelContext.get_block_num", "int64_t GetBlockNum()", _B + "工具接口/系统资源与变量/GetBlockNum.md"),
+    ("GET_TILING_DATA", "Int32Struct.unpack", "GET_TILING_DATA(tilingData, tiling)", _B + "Kernel-Tiling/GET_TILING_DATA.md"),
+    # --- memory ---
+    ("TPipe::InitBuffer", "TPipe.init_buffer",
+     "void InitBuffer(TQue& que, uint8_t num, uint32_t len) / void InitBuffer(TBuf& buf, uint32_t len)",
+     _B + "资源管理/TPipe/InitBuffer.md"),
+    ("TQue", "TQue", "template <TPosition pos, int32_t depth> class TQue", _B + "资源管理/TQue/TQue简介.md"),
+    ("AllocTensor", "TQue.alloc_tensor", "LocalTensor<T> AllocTensor<T>()", _B + "资源管理/TQue/AllocTensor.md"),
+    ("EnQue", "TQue.enque", "bool EnQue(const LocalTensor<T>& tensor)", _B + "资源管理/TQue/EnQue.md"),
+    ("DeQue", "TQue.deque", "LocalTensor<T> DeQue<T>()", _B + "资源管理/TQue/DeQue.md"),
+    ("FreeTensor", "TQue.free_tensor", "void FreeTensor(LocalTensor<T>& tensor)", _B + "资源管理/TQue/FreeTensor.md"),
+    ("TBuf", "TBuf", "template <TPosition pos = TPosition::VECCALC> class TBuf", _B + "资源管理/TBuf/TBuf简介.md"),
+    ("TBuf::Get", "TBuf.get", "LocalTensor<T> Get<T>() / Get<T>(uint32_t len)", _B + "资源管理/TBuf/Get.md"),
+    ("ReinterpretCast", "LocalTensor.reinterpret_cast", "LocalTensor<CAST_T> ReinterpretCast<CAST_T>() const",
+     _B + "数据结构/LocalTensor/ReinterpretCast.md"),
+    ("GetValue", "LocalTensor.get_value", "T GetValue(const uint32_t index) const", _B + "数据结构/LocalTensor/GetValue.md"),
+    ("SetValue", "LocalTensor.set_value", "void SetValue(const uint32_t index, const T value) const",
+     _B + "数据结构/LocalTensor/SetValue.md"),
+    # --- sync ---
+    ("SetFlag", "KernelContext.set_flag", "template <HardEvent event> void SetFlag(int32_t eventID)",
+     _B + "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md"),
+    ("WaitFlag", "KernelContext.wait_flag", "template <HardEvent event> void WaitFlag(int32_t eventID)",
+     _B + "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md"),
+    ("PipeBarrier", "KernelContext.pipe_barrier", "template <pipe_t pipe> void PipeBarrier()",
+     _B + "同步控制/核内同步/PipeBarrier(ISASI).md"),
+    # --- data movement ---
+    ("DataCopy", "KernelContext.data_copy",
+     "void DataCopy(dst, src, const uint32_t count) / DataCopy(dst, src, const DataCopyParams& params)",
+     _M + "数据搬运/DataCopy（GM与UB连续数据搬运）.md"),
+    ("DataCopyPad", "KernelContext.data_copy_pad",
+     "void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams&, "
+     "const DataCopyPadExtParams<T>&) / DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, "
+     "const DataCopyExtParams&)", _M + "数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md"),
+    ("DataCopyParams", "DataCopyParams", "DataCopyParams(uint16_t blockCount, uint16_t blockLen, uint16_t srcStride, uint16_t dstStride)",
+     _M + "数据搬运/DataCopy（GM与UB高维切分数据搬运）.md"),
+    ("DataCopyExtParams", "DataCopyExtParams",
+     "DataCopyExtParams(uint16_t blockCount, uint32_t blockLen, uint32_t srcStride, uint32_t dstStride, uint32_t rsv)",
+     _M + "数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md"),
+    ("DataCopyPadExtParams", "DataCopyPadExtParams",
+     "DataCopyPadExtParams<T>(bool isPad, uint8_t leftPadding, uint8_t rightPadding, T paddingValue)",
+     _M + "数据搬运/DataCopyPad（GMToUB非对齐数据搬运）.md"),
+    # --- arithmetic ---
+    ("Add", "KernelContext.add", "void Add(dst, src0, src1, const int32_t& count) / Add(dst, src0, src1, uint64_t mask, uint8_t repeatTime, const BinaryRepeatParams&)", _M + "基础算术/Add.md"),
+    ("Sub", "KernelContext.sub", "void Sub(dst, src0, src1, count) / (..., mask, repeatTime, BinaryRepeatParams)", _M + "基础算术/Sub.md"),
+    ("Mul", "KernelContext.mul", "void Mul(dst, src0, src1, count) / (..., mask, repeatTime, BinaryRepeatParams)", _M + "基础算术/Mul.md"),
+    ("Div", "KernelContext.div", "void Div(dst, src0, src1, count) / (..., mask, repeatTime, BinaryRepeatParams)", _M + "基础算术/Div.md"),
+    ("Max", "KernelContext.max", "void Max(dst, src0, src1, count) / (..., mask, repeatTime, BinaryRepeatParams)", _M + "基础算术/Max.md"),
+    ("Min", "KernelContext.min", "void Min(dst, src0, src1, count) / (..., mask, repeatTime, BinaryRepeatParams)", _M + "基础算术/Min.md"),
+    ("Adds", "KernelContext.adds", "void Adds(dst, src, const T& scalarValue, count) / (..., mask, repeatTime, UnaryRepeatParams)", _M + "基础算术/Adds.md"),
+    ("Muls", "KernelContext.muls", "void Muls(dst, src, const T& scalarValue, count) / (..., mask, repeatTime, UnaryRepeatParams)", _M + "基础算术/Muls.md"),
+    ("Maxs", "KernelContext.maxs", "void Maxs(dst, src, const T& scalarValue, count) / (..., mask, repeatTime, UnaryRepeatParams)", _M + "基础算术/Maxs.md"),
+    ("Mins", "KernelContext.mins", "void Mins(dst, src, const T& scalarValue, count) / (..., mask, repeatTime, UnaryRepeatParams)", _M + "基础算术/Mins.md"),
+    ("Exp", "KernelContext.exp", "void Exp(dst, src, const int32_t& count) / (dst, src, mask, repeatTime, UnaryRepeatParams)", _M + "基础算术/Exp.md"),
+    ("ShiftLeft", "KernelContext.shift_left", "void ShiftLeft(dst, src, const T& scalarValue, const int32_t& count)", _M + "逻辑计算/ShiftLeft.md"),
+    ("Cast", "KernelContext.cast", "void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& roundMode, const uint32_t count)", _M + "类型转换/Cast.md"),
+    ("BinaryRepeatParams", "BinaryRepeatParams", "BinaryRepeatParams(dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride, src0RepStride, src1RepStride)", _B + "辅助数据结构/BinaryRepeatParams.md"),
+    ("UnaryRepeatParams", "UnaryRepeatParams", "UnaryRepeatParams(dstBlkStride, srcBlkStride, dstRepStride, srcRepStride)", _B + "辅助数据结构/UnaryRepeatParams.md"),
+    # --- fill / copy ---
+    ("Duplicate", "KernelContext.duplicate", "void Duplicate(dst, const T& scalarValue, const int32_t& count) / (dst, scalarValue, mask, repeatTime, dstBlockStride, dstRepeatStride)", _M + "数据填充/Duplicate.md"),
+    ("CreateVecIndex", "KernelContext.create_vec_index", "void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count)", _M + "数据填充/CreateVecIndex.md"),
+    ("ArithProgression", "KernelContext.arith_progression", "void ArithProgression(const LocalTensor<T>& dst, const T firstValue, const T diffValue, const int32_t count)", "docs/zh/api/SIMD-API/高阶API/索引计算/Arange-94.md"),
+    ("Brcb", "KernelContext.brcb", "void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint8_t repeatTime, const BrcbRepeatParams&)", _M + "数据填充/Brcb.md"),
+    ("BrcbRepeatParams", "BrcbRepeatParams", "BrcbRepeatParams(uint16_t dstBlkStride, uint16_t dstRepStride)", _M + "数据填充/Brcb.md"),
+    ("Copy", "KernelContext.copy", "void Copy(dst, src, uint64_t mask, uint8_t repeatTime, const CopyRepeatParams&)", _M + "数据搬运/Copy（UBToUB掩码式高维数据搬运）.md"),
+    ("CopyRepeatParams", "CopyRepeatParams", "CopyRepeatParams(dstStride, srcStride, dstRepeatSize, srcRepeatSize)", _M + "数据搬运/Copy（UBToUB掩码式高维数据搬运）.md"),
+    # --- compare / select / gather ---
+    ("Compare", "KernelContext.compare", "void Compare(const LocalTensor<U>& dst, src0, src1, CMPMODE cmpMode, uint32_t count) / (..., cmpMode, mask, repeatTime, BinaryRepeatParams)", _M + "比较与选择/Compare.md"),
+    ("Compares", "KernelContext.compares", "void Compares(const LocalTensor<U>& dst, src0, const T src1Scalar, CMPMODE cmpMode, uint32_t count)", _M + "比较与选择/Compares.md"),
+    ("Select", "KernelContext.select", "void Select(dst, const LocalTensor<U>& selMask, src0, src1 (tensor or scalar), SELMODE selMode, uint32_t count)", _M + "比较与选择/Select.md"),
+    ("GatherMask", "KernelContext.gather_mask", "void GatherMask(dst, src0, src1Pattern (uint8_t 1..7 or LocalTensor<U>), const bool reduceMode, const uint32_t mask, const GatherMaskParams&, uint64_t& rsvdCnt)", _M + "比较与选择/GatherMask.md"),
+    ("GatherMaskParams", "GatherMaskParams", "GatherMaskParams(uint8_t src0BlockStride, uint16_t repeatTimes, uint16_t src0RepeatStride, uint8_t src1RepeatStride)", _M + "比较与选择/GatherMask.md"),
+    # --- reduce / sort ---
+    ("WholeReduceMax", "KernelContext.whole_reduce_max", "void WholeReduceMax(dst, src, const int32_t mask, const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride, ReduceOrder order)", "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMax.md"),
+    ("WholeReduceMin", "KernelContext.whole_reduce_min", "void WholeReduceMin(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, ReduceOrder order)", "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMin.md"),
+    ("WholeReduceSum", "KernelContext.whole_reduce_sum", "void WholeReduceSum(dst, src, const int32_t mask, const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride)", "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceSum.md"),
+    ("ReduceMax", "KernelContext.reduce_max", "void ReduceMax(dst, src, const LocalTensor<T>& sharedTmpBuffer, const int32_t count, bool calIndex = 0)", _M + "归约计算/ReduceMax.md"),
+    ("ReduceSum", "KernelContext.reduce_sum", "void ReduceSum(dst, src, const LocalTensor<T>& sharedTmpBuffer, const int32_t count)", _M + "归约计算/ReduceSum.md"),
+    ("Sort32", "KernelContext.sort32", "void Sort32(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<uint32_t>& src1, const int32_t repeatTime)", _M + "排序组合（ISASI）/Sort32.md"),
+    ("MrgSort", "KernelContext.mrg_sort", "void MrgSort(const LocalTensor<T>& dst, const MrgSortSrcList<T>& src, const MrgSort4Info& params)", _M + "排序组合（ISASI）/MrgSort.md"),
+    ("MrgSortSrcList", "MrgSortSrcList", "MrgSortSrcList<T>(src1, src2, src3, src4)", _M + "排序组合（ISASI）/MrgSort.md"),
+    ("MrgSort4Info", "MrgSort4Info", "MrgSort4Info(const uint16_t elementLengths[4], bool ifExhaustedSuspension, uint16_t validBit, uint16_t repeatTimes)", _M + "排序组合（ISASI）/MrgSort.md"),
+]
+
+ASCEND_C_API: dict[str, dict[str, str]] = {
+    name: {"python": py, "cpp": cpp, "page": page} for name, py, cpp, page in _ROWS}
+
+
+def resolve(python_path: str):
+    """The Python object an entry names (``"KernelContext.add"`` → the method)."""
+    from .. import lang
+    from .tiling_struct import Int32Struct
+
+    head, _, attr = python_path.partition(".")
+    obj = Int32Struct if head == "Int32Struct" else getattr(lang, head)
+    return getattr(obj, attr) if attr else obj
+
+
+def python_call_name(python_path: str) -> str:
+    """How a kernel writes the call: ``ctx.add``, ``que.enque``, ``DataCopyParams``."""
+    head, _, attr = python_path.partition(".")
+    owner = {"KernelContext": "ctx", "TQue": "que", "TBuf": "tbuf", "TPipe": "ctx.pipe",
+             "LocalTensor": "tensor", "Int32Struct": "Tiling"}.get(head, head)
+    return f"{owner}.{attr}" if attr else head
+
+
+def api_table():
+    """A pandas DataFrame of the map (the API cheat sheet): Ascend C, Python, C++, page."""
+    import pandas as pd
+
+    return pd.DataFrame([{"Ascend C": k, "Python": python_call_name(v["python"]), "C++ signature": v["cpp"],
+                          "reference page": v["page"]} for k, v in ASCEND_C_API.items()])

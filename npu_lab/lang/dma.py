@@ -1,0 +1,247 @@
+"""Data movement between global memory and UB: ``DataCopy`` and ``DataCopyPad`` (MTE2 in, MTE3 out).
+
+Sources (asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/数据搬运/):
+
+* ``DataCopy（GM与UB连续数据搬运）.md`` — ``DataCopy(dst, src, count)``: the UB address must be
+  32-byte aligned and ``count * sizeof(T)`` a multiple of 32 bytes; "若未对齐，搬运量会向下取整到
+  32字节对齐" — the hardware silently moves fewer bytes. Here that raises, saying how many bytes
+  the hardware would have moved.
+* ``DataCopy（GM与UB切片数据搬运）.md`` — ``DataCopy(dst, src, DataCopyParams)``: ``blockCount``
+  blocks of ``blockLen`` 32-byte units, with gaps ``srcStride`` / ``dstStride`` (32-byte units)
+  between them: one instruction, one request.
+* ``DataCopyPad（GMToUB非对齐数据搬运）.md`` / ``DataCopyPad（UBToGM非对齐数据搬运）.md`` —
+  ``DataCopyPad(dst, src, DataCopyExtParams, DataCopyPadExtParams)``: ``blockLen`` in **bytes**
+  (a multiple of sizeof(T)); the GM-side stride in bytes, the UB-side stride in 32-byte blocks;
+  every block lands in UB padded to a whole 32 bytes (left / right padding of at most 32 bytes
+  each, filled with ``paddingValue`` when ``isPad``; with no padding asked, the "dummy" bytes
+  repeat the block's first element). Going out, exactly ``blockLen`` bytes per block reach GM.
+  The 310P's AI core has no DataCopyPad.
+
+Cost (the model; the faithful-costs issue refines it): one request latency per instruction plus
+the bytes moved (whole 32-byte blocks) at the core's DMA bandwidth.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..sim.costs import dma_cycles, round_up
+from .errors import AscendCRuleError
+from .tensor import GlobalTensor, LocalTensor
+
+BLOCK_BYTES = 32
+
+
+def _whole(name, value, lo, hi):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise AscendCRuleError(f"{name} must be a whole number in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class DataCopyParams:
+    """``DataCopyParams{blockCount, blockLen, srcStride, dstStride}``; blockLen and the strides
+    in 32-byte blocks (the stride is the gap from one block's end to the next one's start)."""
+
+    block_count: int = 1
+    block_len: int = 0
+    src_stride: int = 0
+    dst_stride: int = 0
+
+    def __post_init__(self):
+        _whole("DataCopyParams.block_count", self.block_count, 1, 4095)
+        _whole("DataCopyParams.block_len (32-byte blocks)", self.block_len, 1, 65535)
+        _whole("DataCopyParams.src_stride (32-byte blocks)", self.src_stride, 0, 65535)
+        _whole("DataCopyParams.dst_stride (32-byte blocks)", self.dst_stride, 0, 65535)
+
+
+@dataclass(frozen=True)
+class DataCopyExtParams:
+    """``DataCopyExtParams{blockCount, blockLen, srcStride, dstStride, rsv}``: blockLen in bytes;
+    the GM-side stride in bytes, the UB-side stride in 32-byte blocks."""
+
+    block_count: int = 1
+    block_len: int = 0
+    src_stride: int = 0
+    dst_stride: int = 0
+    rsv: int = 0
+
+    def __post_init__(self):
+        _whole("DataCopyExtParams.block_count", self.block_count, 0, 4095)
+        _whole("DataCopyExtParams.block_len (bytes)", self.block_len, 0, 2097151)
+        _whole("DataCopyExtParams.src_stride", self.src_stride, 0, 2**32 - 1)
+        _whole("DataCopyExtParams.dst_stride", self.dst_stride, 0, 2**32 - 1)
+
+
+@dataclass(frozen=True)
+class DataCopyPadExtParams:
+    """``DataCopyPadExtParams<T>{isPad, leftPadding, rightPadding, paddingValue}``: paddings in
+    elements, at most 32 bytes each."""
+
+    is_pad: bool = False
+    left_padding: int = 0
+    right_padding: int = 0
+    padding_value: float = 0
+
+
+def _direction(dst, src, what):
+    if isinstance(dst, LocalTensor) and isinstance(src, GlobalTensor):
+        return "MTE2", src, dst
+    if isinstance(dst, GlobalTensor) and isinstance(src, LocalTensor):
+        return "MTE3", dst, src
+    raise TypeError(f"{what} moves GlobalTensor -> LocalTensor (MTE2) or LocalTensor -> "
+                    f"GlobalTensor (MTE3); got {type(src).__name__} -> {type(dst).__name__}")
+
+
+class DmaOps:
+    """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
+
+    def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count):
+        cost = dma_cycles(self.hw, moved_bytes, self.dma_bytes_per_cycle)
+        span = ((local, ub_lo, ub_hi),)
+        reads, writes = ((), span) if pipe == "MTE2" else (span, ())
+        self._exec(pipe, name, cost, reads, writes, nbytes=gm_bytes, elements=count)
+        if pipe == "MTE2":
+            self.core.hbm_read_bytes += gm_bytes
+        else:
+            self.core.hbm_write_bytes += gm_bytes
+
+    def _check_ub_address(self, local: LocalTensor, what: str) -> None:
+        if local.ub_address % BLOCK_BYTES:
+            self._rule(f"{what}: the UB address of '{local.name}' (+{local.byte_offset} B into the "
+                       f"buffer) is not 32-byte aligned; UB operands of DMA must start on a 32-byte "
+                       "block. Start the tensor at a multiple of "
+                       f"{BLOCK_BYTES // local.dtype.itemsize} {local.dtype.name} elements")
+
+    def data_copy(self, dst, src, count_or_params) -> None:
+        """``DataCopy(dst, src, count)`` or ``DataCopy(dst, src, DataCopyParams)``: GM→UB on MTE2,
+        UB→GM on MTE3, whole 32-byte blocks only (see the module docstring)."""
+        pipe, gm, local = _direction(dst, src, "data_copy")
+        if dst.dtype != src.dtype:
+            raise TypeError(f"data_copy does not convert: {src.dtype.name} -> {dst.dtype.name}; "
+                            "copy as is, then use ctx.cast on the vector unit")
+        self._check_ub_address(local, "DataCopy")
+        size = local.dtype.itemsize
+        if isinstance(count_or_params, DataCopyParams):
+            self._data_copy_blocks(pipe, gm, local, count_or_params)
+            return
+        count = count_or_params
+        if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral) or count < 1:
+            raise AscendCRuleError(f"data_copy count must be a whole number of elements >= 1 (or a "
+                                   f"DataCopyParams), got {count!r}")
+        count = int(count)
+        nbytes = count * size
+        if nbytes % BLOCK_BYTES:
+            moved = nbytes // BLOCK_BYTES * BLOCK_BYTES
+            self._rule(
+                f"DataCopy of {count} {local.dtype.name} = {nbytes} B: count * sizeof(T) must be a "
+                f"multiple of 32 bytes. The hardware would move {moved} B, rounded down "
+                f"(silently dropping the last {nbytes - moved} B). Copy a whole number of blocks "
+                f"(a multiple of {BLOCK_BYTES // size} elements) or use data_copy_pad with "
+                "DataCopyExtParams(1, count * sizeof(T), 0, 0)")
+        limit = min(local.count, gm.size)
+        if count > limit:
+            raise AscendCRuleError(f"data_copy of {count} elements between '{local.name}' ({local.count} "
+                                   f"from its address) and '{gm.name}' ({gm.size}): at most {limit} fit")
+        direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
+        self._dma(pipe, f"DataCopy {direction} {nbytes} B", local, local.byte_offset,
+                  local.byte_offset + nbytes, nbytes, nbytes, count)
+        if not self.timing_only:
+            dst.data[:count] = src.data[:count]
+
+    def _data_copy_blocks(self, pipe, gm, local, p: DataCopyParams) -> None:
+        per_block = p.block_len * BLOCK_BYTES // local.dtype.itemsize     # elements
+        gm_stride = p.src_stride if pipe == "MTE2" else p.dst_stride
+        ub_stride = p.dst_stride if pipe == "MTE2" else p.src_stride
+        gm_step = per_block + gm_stride * BLOCK_BYTES // local.dtype.itemsize
+        ub_step = per_block + ub_stride * BLOCK_BYTES // local.dtype.itemsize
+        gm_need = (p.block_count - 1) * gm_step + per_block
+        ub_need = (p.block_count - 1) * ub_step + per_block
+        if gm_need > gm.size or ub_need > local.count:
+            raise AscendCRuleError(
+                f"DataCopy with {p}: spans {gm_need} elements of '{gm.name}' (it has {gm.size}) and "
+                f"{ub_need} of '{local.name}' (it has {local.count}); the copy runs past a tensor")
+        nbytes = p.block_count * per_block * local.dtype.itemsize
+        direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
+        self._dma(pipe, f"DataCopy {direction} {p.block_count}x{p.block_len * BLOCK_BYTES} B", local,
+                  local.byte_offset, local.byte_offset + ub_need * local.dtype.itemsize, nbytes, nbytes,
+                  p.block_count * per_block)
+        if self.timing_only:
+            return
+        g = np.arange(p.block_count)[:, None] * gm_step + np.arange(per_block)
+        u = np.arange(p.block_count)[:, None] * ub_step + np.arange(per_block)
+        if pipe == "MTE2":
+            local.data[u.ravel()] = gm.data[g.ravel()]
+        else:
+            gm.data[g.ravel()] = local.data[u.ravel()]
+
+    def data_copy_pad(self, dst, src, copy_params: DataCopyExtParams,
+                      pad_params: DataCopyPadExtParams | None = None) -> None:
+        """``DataCopyPad(dst, src, DataCopyExtParams, DataCopyPadExtParams)`` GM→UB (MTE2), or
+        ``DataCopyPad(dst, src, DataCopyExtParams)`` UB→GM (MTE3): any byte length per block; UB
+        blocks are padded to 32 bytes (see the module docstring)."""
+        pipe, gm, local = _direction(dst, src, "data_copy_pad")
+        self._require("DataCopyPad")
+        if dst.dtype != src.dtype:
+            raise TypeError(f"data_copy_pad does not convert: {src.dtype.name} -> {dst.dtype.name}")
+        if not isinstance(copy_params, DataCopyExtParams):
+            raise TypeError(f"data_copy_pad takes a DataCopyExtParams, got {type(copy_params).__name__}")
+        if pipe == "MTE3" and pad_params is not None:
+            raise AscendCRuleError("DataCopyPad UB->GM takes no DataCopyPadExtParams: padding exists "
+                                   "only in UB; exactly blockLen bytes per block reach GM")
+        pad = pad_params or DataCopyPadExtParams()
+        if not isinstance(pad, DataCopyPadExtParams):
+            raise TypeError(f"data_copy_pad takes a DataCopyPadExtParams, got {type(pad).__name__}")
+        self._check_ub_address(local, "DataCopyPad")
+        p, size = copy_params, local.dtype.itemsize
+        if p.block_len % size:
+            self._rule(f"DataCopyPad: blockLen={p.block_len} B is not a multiple of sizeof("
+                       f"{local.dtype.name}) = {size}; blockLen is in bytes, not elements")
+        if p.block_count == 0 or p.block_len == 0:
+            return                                          # the hardware treats it as a NOP
+        left, right = int(pad.left_padding), int(pad.right_padding)
+        if left < 0 or right < 0 or left * size > BLOCK_BYTES or right * size > BLOCK_BYTES:
+            self._rule(f"DataCopyPad: leftPadding={left} and rightPadding={right} elements must each "
+                       f"be 0..{BLOCK_BYTES // size} ({BLOCK_BYTES} bytes at most)")
+        per_block = p.block_len // size                                   # data elements per block
+        ub_block = round_up(left * size + p.block_len + right * size, BLOCK_BYTES) // size
+        ub_gap = (p.dst_stride if pipe == "MTE2" else p.src_stride) * BLOCK_BYTES
+        gm_gap = p.src_stride if pipe == "MTE2" else p.dst_stride          # bytes
+        if gm_gap % size:
+            self._rule(f"DataCopyPad: the GM stride {gm_gap} B is not a multiple of sizeof(T) = {size}")
+        ub_step = ub_block + ub_gap // size
+        gm_step = per_block + gm_gap // size
+        gm_need = (p.block_count - 1) * gm_step + per_block
+        ub_need = (p.block_count - 1) * ub_step + ub_block
+        if gm_need > gm.size or ub_need > local.count:
+            raise AscendCRuleError(
+                f"DataCopyPad with {p}: spans {gm_need} elements of '{gm.name}' (it has {gm.size}) and "
+                f"{ub_need} (32-byte padded) of '{local.name}' (it has {local.count}); the copy runs "
+                "past a tensor")
+        moved = p.block_count * round_up(p.block_len, BLOCK_BYTES)
+        gm_bytes = p.block_count * p.block_len
+        direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
+        self._dma(pipe, f"DataCopyPad {direction} {p.block_count}x{p.block_len} B", local, local.byte_offset,
+                  local.byte_offset + ub_need * size, moved, gm_bytes, p.block_count * per_block)
+        if self.timing_only:
+            return
+        g = (np.arange(p.block_count)[:, None] * gm_step + np.arange(per_block)).ravel()
+        u0 = np.arange(p.block_count)[:, None] * ub_step
+        u = (u0 + left + np.arange(per_block)).ravel()
+        if pipe == "MTE3":
+            gm.data[g] = local.data[u]
+            return
+        rows = gm.data[g].reshape(p.block_count, per_block)
+        block = np.empty((p.block_count, ub_block), local.dtype)
+        if pad.is_pad:
+            block[:] = np.asarray(pad.padding_value).astype(local.dtype)
+        elif left or right:
+            block.view(np.uint8)[:] = 0xFF        # "随机值": undefined bytes
+        else:
+            block[:] = rows[:, :1]                # dummy = the block's first element
+        block[:, left:left + per_block] = rows
+        idx = (u0 + np.arange(ub_block)).ravel()
+        local.data[idx] = block.ravel()

@@ -1,0 +1,185 @@
+"""Reductions on the vector unit (pipe ``V``).
+
+Sources: asc-devkit docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMax.md and
+WholeReduceSum.md (CANN 8.x / 9.0 names; CANN 9.1 renamed them ``ReduceRepeat``), and
+docs/zh/api/SIMD-API/基础API/Memory矢量计算/归约计算/ReduceMax.md, ReduceSum.md.
+
+* ``WholeReduceMax/Min(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride,
+  order)`` reduces **each repeat** (≤ 256 bytes) to one result: with ``ORDER_VALUE_INDEX`` the
+  pair [value, index], the index relative to the repeat (its lane) and stored as raw integer bits
+  in a slot of the value's dtype — read it with ``reinterpret_cast(np.uint32)`` (float) or
+  ``np.uint16`` (half). Ties give the lowest index. ``dstRepStride`` counts results (pairs).
+  The 310P has only the two pair orders.
+* ``WholeReduceSum(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride)``: one
+  sum per repeat.
+* ``ReduceMax(dst, src, sharedTmpBuffer, count, calIndex)`` / ``ReduceSum(dst, src,
+  sharedTmpBuffer, count)``: over the whole ``count``; dst[0] = the result and, with
+  ``calIndex``, dst[1] = the global index (bits, as above). ``sharedTmpBuffer`` must be at least
+  the size the page's formula gives (:func:`reduce_max_tmp_elements`).
+
+Model note: sums are computed by numpy in float32 (pairwise), not in the hardware's binary-tree
+order, so they can differ from a device in the last bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import AscendCRuleError
+from .vector import _whole, footprint, lanes_of, need_local, span_of
+
+
+class ReduceOrder:
+    """``ReduceOrder`` of WholeReduceMax / WholeReduceMin."""
+
+    ORDER_VALUE_INDEX = "ORDER_VALUE_INDEX"
+    ORDER_INDEX_VALUE = "ORDER_INDEX_VALUE"
+    ORDER_ONLY_VALUE = "ORDER_ONLY_VALUE"
+    ORDER_ONLY_INDEX = "ORDER_ONLY_INDEX"
+
+
+_INDEX_DTYPE = {4: np.uint32, 2: np.uint16}
+
+
+def reduce_max_tmp_elements(count: int, itemsize: int, cal_index: bool) -> int:
+    """Elements of ``sharedTmpBuffer`` ReduceMax needs for ``count`` elements (the ReduceMax.md
+    formula: every pass also returns indices, so room for pairs)."""
+    per_block, per_repeat = 32 // itemsize, 256 // itemsize
+    first = max(1, math.ceil(count / per_repeat))
+    out1 = first * 2
+    start2 = math.ceil(out1 / per_block) * per_block
+    if not cal_index:
+        return start2
+    out2 = math.ceil(out1 / per_repeat) * 2
+    end2 = math.ceil(out2 / per_block) * per_block
+    if out2 <= 2:
+        return start2 + end2
+    out3 = math.ceil(out2 / per_repeat) * 2
+    return start2 + end2 + math.ceil(out3 / per_block) * per_block
+
+
+class ReduceOps:
+    """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
+
+    def whole_reduce_max(self, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride,
+                         order: str = ReduceOrder.ORDER_VALUE_INDEX):
+        """``WholeReduceMax``: per repeat, the max and its lane (see the module docstring)."""
+        self._whole_arg("WholeReduceMax", np.argmax, dst, src, mask, repeat_time, dst_rep_stride,
+                        src_blk_stride, src_rep_stride, order)
+
+    def whole_reduce_min(self, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride,
+                         order: str = ReduceOrder.ORDER_VALUE_INDEX):
+        """``WholeReduceMin``: per repeat, the min and its lane."""
+        self._whole_arg("WholeReduceMin", np.argmin, dst, src, mask, repeat_time, dst_rep_stride,
+                        src_blk_stride, src_rep_stride, order)
+
+    def _whole_arg(self, name, argfn, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride,
+                   src_rep_stride, order):
+        need_local(dst, src)
+        self._check_float(name, src)
+        self._same_dtype(name, dst, src)
+        orders = (ReduceOrder.ORDER_VALUE_INDEX, ReduceOrder.ORDER_INDEX_VALUE, ReduceOrder.ORDER_ONLY_VALUE,
+                  ReduceOrder.ORDER_ONLY_INDEX)
+        if order not in orders:
+            raise AscendCRuleError(f"{name} order must be a ReduceOrder ({', '.join(orders)}), got {order!r}")
+        self._require(f"{name} {order}")
+        repeat = self._check_repeat(repeat_time)
+        lanes = lanes_of(mask, src.dtype.itemsize)
+        src_off = footprint(src, lanes, repeat, src_blk_stride, src_rep_stride, "src")
+        size = src.dtype.itemsize
+        if order == ReduceOrder.ORDER_ONLY_VALUE:
+            width = 1
+        elif order == ReduceOrder.ORDER_ONLY_INDEX:
+            width = 4 // size
+        else:
+            width = 2
+        stride = _whole(f"{name} dst_rep_stride", dst_rep_stride, 0, 65535) * width
+        dst_off = (np.arange(repeat)[:, None] * stride + np.arange(width)).ravel()
+        if len(dst_off) and dst_off.max() >= dst.count:
+            raise AscendCRuleError(f"{name}: {repeat} results of {width} {dst.dtype.name} each with "
+                                   f"dst_rep_stride={dst_rep_stride} run past '{dst.name}' ({dst.count} elements)")
+        self._vec(name, "reduce", repeat * 256, [span_of(src, src_off)], [span_of(dst, dst_off)],
+                  repeat * len(lanes), repeats=repeat)
+        if self.timing_only or repeat == 0:
+            return
+        block = src.data[src_off].reshape(repeat, len(lanes))
+        pos = argfn(block, axis=1)                       # first occurrence: lowest index on ties
+        values = block[np.arange(repeat), pos]
+        index = lanes[pos].astype(np.int64)
+        out = dst.data
+        idx_dtype = _INDEX_DTYPE[size]
+        if order == ReduceOrder.ORDER_ONLY_INDEX:
+            words = dst.reinterpret_cast(np.uint32).data       # the index is 32-bit here
+            words[(np.arange(repeat) * stride * size) // 4] = index.astype(np.uint32)
+            return
+        out_bits = out.view(idx_dtype)
+        v_at, i_at = {ReduceOrder.ORDER_VALUE_INDEX: (0, 1), ReduceOrder.ORDER_INDEX_VALUE: (1, 0),
+                      ReduceOrder.ORDER_ONLY_VALUE: (0, None)}[order]
+        base = np.arange(repeat) * stride
+        out[base + v_at] = values
+        if i_at is not None:
+            out_bits[base + i_at] = index.astype(idx_dtype)
+
+    def whole_reduce_sum(self, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride):
+        """``WholeReduceSum``: one sum per repeat, written every ``dst_rep_stride`` elements."""
+        need_local(dst, src)
+        self._check_float("WholeReduceSum", src)
+        self._same_dtype("WholeReduceSum", dst, src)
+        repeat = self._check_repeat(repeat_time)
+        lanes = lanes_of(mask, src.dtype.itemsize)
+        src_off = footprint(src, lanes, repeat, src_blk_stride, src_rep_stride, "src")
+        stride = _whole("WholeReduceSum dst_rep_stride", dst_rep_stride, 0, 65535)
+        dst_off = np.arange(repeat) * stride
+        if len(dst_off) and dst_off.max() >= dst.count:
+            raise AscendCRuleError(f"WholeReduceSum: {repeat} sums with dst_rep_stride={stride} run past "
+                                   f"'{dst.name}' ({dst.count} elements)")
+        self._vec("WholeReduceSum", "reduce", repeat * 256, [span_of(src, src_off)], [span_of(dst, dst_off)],
+                  repeat * len(lanes), repeats=repeat)
+        if not self.timing_only and repeat:
+            dst.data[dst_off] = src.data[src_off].reshape(repeat, len(lanes)).sum(axis=1, dtype=src.dtype)
+
+    def reduce_max(self, dst, src, shared_tmp_buffer, count, cal_index: bool = False):
+        """``ReduceMax(dst, src, sharedTmpBuffer, count, calIndex)``: dst[0] = max of the first
+        ``count`` elements; with ``cal_index`` dst[1] = the lowest index holding it (bits)."""
+        self._reduce_all("ReduceMax", dst, src, shared_tmp_buffer, count, cal_index)
+
+    def reduce_sum(self, dst, src, shared_tmp_buffer, count):
+        """``ReduceSum(dst, src, sharedTmpBuffer, count)``: dst[0] = sum of the first ``count``."""
+        self._reduce_all("ReduceSum", dst, src, shared_tmp_buffer, count, False)
+
+    def _reduce_all(self, name, dst, src, tmp, count, cal_index):
+        need_local(dst, src, tmp)
+        self._check_float(name, src)
+        self._same_dtype(name, dst, src, tmp)
+        n = self._count(count, src)
+        self._count(2 if cal_index else 1, dst)
+        size = src.dtype.itemsize
+        need = reduce_max_tmp_elements(n, size, cal_index) if name == "ReduceMax" else \
+            math.ceil(max(1, math.ceil(n * size / 256)) / (32 // size)) * (32 // size)
+        if tmp.count < need:
+            self._rule(f"{name} of {n} {src.dtype.name} needs a sharedTmpBuffer of at least {need} elements "
+                       f"({need * size} B, the formula on {name}.md); '{tmp.name}' has {tmp.count}")
+        # passes over the data: the count, then the per-repeat results until one is left
+        repeats, left = 0, n
+        while True:
+            r = max(1, math.ceil(left * size / 256))
+            repeats += r
+            if r == 1:
+                break
+            left = r * (2 if name == "ReduceMax" else 1)
+        self._vec(name, "reduce", repeats * 256,
+                  [(src, src.byte_offset, src.byte_offset + n * size)],
+                  [(dst, dst.byte_offset, dst.byte_offset + (2 if cal_index else 1) * size),
+                   (tmp, tmp.byte_offset, tmp.byte_offset + need * size)], n, repeats=repeats)
+        if self.timing_only:
+            return
+        data = src.data[:n]
+        if name == "ReduceSum":
+            dst.data[0] = data.sum(dtype=src.dtype)
+            return
+        pos = int(np.argmax(data))
+        dst.data[0] = data[pos]
+        if cal_index:
+            dst.data.view(_INDEX_DTYPE[size])[1] = pos

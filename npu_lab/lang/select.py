@@ -1,0 +1,313 @@
+"""Compare, select, gather and broadcast on the vector unit (pipe ``V``).
+
+Sources: asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/比较与选择/ (Compare.md,
+Compares.md, Select.md, GatherMask.md) and 数据填充/Brcb.md. The rules modelled:
+
+* ``Compare`` / ``Compares`` write a **bit mask** (uint8; element i is bit i % 8 of byte i // 8).
+  The element count must fill whole 256-byte repeats ("count个元素所占空间256字节对齐"; the
+  hardware drops the tail silently). On the 910B int32 supports only ``EQ`` (the hardware runs
+  EQ whatever mode it is given); the 310P has no int32 compare. The level-0 ``mask`` is a
+  reserved parameter there ("保留参数，设置无效"): every repeat compares all its lanes.
+* ``Select`` with a ``SELMODE``: bit 1 takes src0, bit 0 takes src1 (a tensor in
+  VSEL_TENSOR_TENSOR_MODE, a scalar in VSEL_TENSOR_SCALAR_MODE; VSEL_CMPMASK_SPR reuses the first
+  256/sizeof(T) bits in every repeat).
+* ``GatherMask`` keeps the elements a pattern selects (built-in patterns 1–7, or a user uint32 /
+  uint16 bit pattern), packed to the front of dst, and returns how many it kept (``rsvdCnt``;
+  C++ returns it through a reference). Pattern 7 does not exist on the 310P.
+* ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst.
+
+Model note: Select modes 1 and 2 and Brcb on the 310P reserve 8 KB of UB for the library's own
+temporaries; that reservation is not modelled.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import AscendCRuleError
+from .tensor import LocalTensor
+from .vector import BinaryRepeatParams, UnaryRepeatParams, _whole, footprint, need_local, span_of
+
+_CMP = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
+        "NE": np.not_equal}
+
+
+class CMPMODE:
+    """``CMPMODE``: src0 <mode> src1."""
+
+    LT, GT, EQ, LE, GE, NE = "LT", "GT", "EQ", "LE", "GE", "NE"
+
+
+class SELMODE:
+    """``SELMODE`` of Select."""
+
+    VSEL_CMPMASK_SPR = "VSEL_CMPMASK_SPR"
+    VSEL_TENSOR_SCALAR_MODE = "VSEL_TENSOR_SCALAR_MODE"
+    VSEL_TENSOR_TENSOR_MODE = "VSEL_TENSOR_TENSOR_MODE"
+
+
+@dataclass(frozen=True)
+class GatherMaskParams:
+    """``GatherMaskParams{src0BlockStride, repeatTimes, src0RepeatStride, src1RepeatStride}``
+    (strides in 32-byte blocks)."""
+
+    src0_block_stride: int = 1
+    repeat_times: int = 0
+    src0_repeat_stride: int = 8
+    src1_repeat_stride: int = 8
+
+
+@dataclass(frozen=True)
+class BrcbRepeatParams:
+    """``BrcbRepeatParams(dstBlkStride, dstRepStride)`` (32-byte blocks)."""
+
+    dst_blk_stride: int = 1
+    dst_rep_stride: int = 8
+
+
+#: built-in GatherMask patterns: which lanes of every group of 2 or 4 are kept
+GATHER_PATTERNS = {1: (2, 0), 2: (2, 1), 3: (4, 0), 4: (4, 1), 5: (4, 2), 6: (4, 3), 7: (1, 0)}
+
+
+def pack_bits(bits: np.ndarray) -> np.ndarray:
+    """Booleans → uint8 bytes, element i = bit i % 8 of byte i // 8 (the hardware's order)."""
+    return np.packbits(np.asarray(bits, bool), bitorder="little")
+
+
+def unpack_bits(mask: np.ndarray, n: int) -> np.ndarray:
+    """uint8 (or wider) mask bytes → the first ``n`` booleans."""
+    return np.unpackbits(np.ascontiguousarray(mask).view(np.uint8), bitorder="little")[:n].astype(bool)
+
+
+class SelectOps:
+    """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
+
+    def _cmp_rules(self, name, dst, src0, mode):
+        need_local(dst, src0)
+        if mode not in _CMP:
+            raise AscendCRuleError(f"{name} mode must be a CMPMODE (LT GT EQ LE GE NE), got {mode!r}")
+        if dst.dtype not in (np.uint8, np.int8):
+            raise AscendCRuleError(f"{name} writes a bit mask into a uint8 tensor; '{dst.name}' is {dst.dtype.name}")
+        if src0.dtype.name not in ("float16", "float32", "int32"):
+            raise AscendCRuleError(f"{name} compares float16, float32 or int32; '{src0.name}' is {src0.dtype.name}")
+        self._require(name, dtype=src0.dtype, mode=mode)
+
+    def _cmp_count(self, name, count, src0):
+        n = _whole("count (elements)", count, 1)
+        per_repeat = 256 // src0.dtype.itemsize
+        if n % per_repeat:
+            self._rule(f"{name} of {n} {src0.dtype.name}: the count must fill whole 256-byte repeats "
+                       f"(a multiple of {per_repeat}); the hardware compares only the first "
+                       f"{n // per_repeat * per_repeat} and leaves the mask bits of the last "
+                       f"{n % per_repeat} unwritten. Pad the data to {-(-n // per_repeat) * per_repeat} elements")
+        return n
+
+    def compare(self, dst, src0, src1, cmp_mode: str, *args):
+        """``Compare(dst, src0, src1, cmpMode, count)`` or level-0 ``Compare(dst, src0, src1,
+        cmpMode, mask, repeatTime, BinaryRepeatParams)``: dst bits = src0 <mode> src1."""
+        need_local(src1)
+        self._cmp_rules("Compare", dst, src0, cmp_mode)
+        self._same_dtype("Compare", src0, src1)
+        if len(args) == 1:
+            n = self._cmp_count("Compare", args[0], src0)
+            self._count(n, src0, src1)
+            self._count(n // 8, dst)
+            self._mask_out("Compare", dst, (src0, src1), [np.arange(n)] * 2, n,
+                           lambda a, b: _CMP[cmp_mode](a, b))
+            return
+        if len(args) != 3 or not isinstance(args[2], BinaryRepeatParams):
+            raise TypeError("compare takes (dst, src0, src1, mode, count) or (..., mode, mask, "
+                            "repeat_time, BinaryRepeatParams)")
+        mask, repeat_time, p = args
+        self._full_mask("Compare", mask, src0)
+        repeat = self._check_repeat(repeat_time)
+        lanes = np.arange(256 // src0.dtype.itemsize)
+        offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
+                footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
+        n = repeat * len(lanes)
+        self._count(max(n // 8, 1), dst)
+        self._mask_out("Compare", dst, (src0, src1), offs, n, lambda a, b: _CMP[cmp_mode](a, b))
+
+    def compares(self, dst, src0, src1_scalar, cmp_mode: str, *args):
+        """``Compares(dst, src0, scalar, cmpMode, count)`` or level-0 with ``(mask, repeatTime,
+        UnaryRepeatParams)``: dst bits = src0 <mode> scalar."""
+        self._cmp_rules("Compares", dst, src0, cmp_mode)
+        scalar = np.asarray(src1_scalar).astype(src0.dtype)
+        fn = lambda a: _CMP[cmp_mode](a, scalar)
+        if len(args) == 1:
+            n = self._cmp_count("Compares", args[0], src0)
+            self._count(n, src0)
+            self._count(n // 8, dst)
+            self._mask_out("Compares", dst, (src0,), [np.arange(n)], n, fn)
+            return
+        if len(args) != 3 or not isinstance(args[2], UnaryRepeatParams):
+            raise TypeError("compares takes (dst, src0, scalar, mode, count) or (..., mode, mask, "
+                            "repeat_time, UnaryRepeatParams)")
+        mask, repeat_time, p = args
+        self._full_mask("Compares", mask, src0)
+        repeat = self._check_repeat(repeat_time)
+        lanes = np.arange(256 // src0.dtype.itemsize)
+        offs = [footprint(src0, lanes, repeat, p.src_blk_stride, p.src_rep_stride, "src0")]
+        n = repeat * len(lanes)
+        self._count(max(n // 8, 1), dst)
+        self._mask_out("Compares", dst, (src0,), offs, n, fn)
+
+    def _full_mask(self, name, mask, src0):
+        per_repeat = 256 // src0.dtype.itemsize
+        full = mask == per_repeat or (isinstance(mask, (list, tuple)) and len(mask) == 2 and
+                                      mask[0] == 2**64 - 1 and (per_repeat <= 64 and mask[1] == 0
+                                                                or per_repeat == 128 and mask[1] == 2**64 - 1))
+        if not full:
+            self._rule(f"{name}: on this chip the level-0 mask is a reserved parameter "
+                       f"(保留参数，设置无效) — every repeat compares all {per_repeat} lanes whatever "
+                       f"mask says. Pass mask={per_repeat} and ignore the bits you do not need")
+
+    def _mask_out(self, name, dst, srcs, offs, n, fn):
+        self._vec(f"{name}", "simple", n * srcs[0].dtype.itemsize,
+                  [span_of(t, o) for t, o in zip(srcs, offs)],
+                  [(dst, dst.byte_offset, dst.byte_offset + -(-n // 8))], n)
+        if self.timing_only:
+            return
+        bits = fn(*(t.data[o] for t, o in zip(srcs, offs)))
+        dst.data.view(np.uint8)[: -(-n // 8)] = pack_bits(bits)
+
+    def select(self, dst, sel_mask, src0, src1, sel_mode: str, count):
+        """``Select(dst, selMask, src0, src1, selMode, count)``: dst = bit ? src0 : src1 (src1 a
+        tensor in VSEL_TENSOR_TENSOR_MODE / VSEL_CMPMASK_SPR, a scalar in
+        VSEL_TENSOR_SCALAR_MODE)."""
+        need_local(dst, sel_mask, src0)
+        modes = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)
+        if sel_mode not in modes:
+            raise AscendCRuleError(f"select mode must be a SELMODE ({', '.join(modes)}), got {sel_mode!r}")
+        self._check_float("Select", dst, src0)
+        self._same_dtype("Select", dst, src0)
+        if sel_mask.dtype.kind != "u":
+            raise AscendCRuleError(f"Select's mask is an unsigned bit mask (uint8..uint64), '{sel_mask.name}' "
+                                   f"is {sel_mask.dtype.name}")
+        scalar_mode = sel_mode == SELMODE.VSEL_TENSOR_SCALAR_MODE
+        if scalar_mode == isinstance(src1, LocalTensor):
+            raise AscendCRuleError(f"{sel_mode} takes src1 as a {'scalar' if scalar_mode else 'LocalTensor'}; "
+                                   f"got {type(src1).__name__}")
+        n = self._count(count, dst, src0, *(() if scalar_mode else (src1,)))
+        per_repeat = 256 // dst.dtype.itemsize
+        mask_bits = per_repeat if sel_mode == SELMODE.VSEL_CMPMASK_SPR else n
+        mask_bytes = -(-mask_bits // 8)
+        if mask_bytes > sel_mask.nbytes:
+            raise AscendCRuleError(f"Select over {n} elements consumes {mask_bits} mask bits; '{sel_mask.name}' "
+                                   f"holds only {sel_mask.nbytes * 8}")
+        size = dst.dtype.itemsize
+        reads = [(sel_mask, sel_mask.byte_offset, sel_mask.byte_offset + mask_bytes),
+                 (src0, src0.byte_offset, src0.byte_offset + n * size)]
+        if not scalar_mode:
+            reads.append((src1, src1.byte_offset, src1.byte_offset + n * size))
+        self._vec("Select", "simple", n * size, reads, [(dst, dst.byte_offset, dst.byte_offset + n * size)], n)
+        if self.timing_only:
+            return
+        bits = unpack_bits(sel_mask.data, mask_bits)
+        if sel_mode == SELMODE.VSEL_CMPMASK_SPR:
+            bits = np.resize(bits, n)
+        other = np.asarray(src1).astype(dst.dtype) if scalar_mode else src1.data[:n]
+        dst.data[:n] = np.where(bits, src0.data[:n], other)
+
+    def gather_mask(self, dst, src0, src1_pattern, reduce_mode: bool, mask: int,
+                    params: GatherMaskParams) -> int:
+        """``GatherMask(dst, src0, src1Pattern, reduceMode, mask, GatherMaskParams, rsvdCnt)``:
+        keep the selected elements of src0, packed to the front of dst; returns ``rsvdCnt``.
+        ``src1_pattern`` is 1–7 (built-in) or a uint32 / uint16 LocalTensor of pattern bits."""
+        need_local(dst, src0)
+        self._same_dtype("GatherMask", dst, src0)
+        if dst.dtype.itemsize not in (2, 4):
+            raise AscendCRuleError(f"GatherMask gathers 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
+        if not isinstance(params, GatherMaskParams):
+            raise TypeError(f"gather_mask takes a GatherMaskParams, got {type(params).__name__}")
+        per_repeat = 256 // src0.dtype.itemsize
+        user = isinstance(src1_pattern, LocalTensor)
+        if user:
+            want = np.uint32 if src0.dtype.itemsize == 4 else np.uint16
+            if src1_pattern.dtype != want:
+                raise AscendCRuleError(f"a GatherMask user pattern for {src0.dtype.name} is a {np.dtype(want).name} "
+                                       f"tensor of bits; '{src1_pattern.name}' is {src1_pattern.dtype.name}")
+        else:
+            if isinstance(src1_pattern, (bool, np.bool_)) or not isinstance(src1_pattern, numbers.Integral) \
+                    or src1_pattern not in GATHER_PATTERNS:
+                raise AscendCRuleError(f"GatherMask built-in pattern must be 1..7 (1 even, 2 odd, 3-6 one of "
+                                       f"every 4, 7 all), got {src1_pattern!r}")
+            if src1_pattern == 7:
+                self._require("GatherMask pattern 7")
+        if reduce_mode:
+            lanes_per_repeat = _whole("GatherMask mask (counter mode: elements)", mask, 1, 2**32 - 1)
+            repeat = 1 if self.hw.isa == "ascend310p" else _whole("repeat_times", params.repeat_times, 1, 255)
+            if self.hw.isa == "ascend310p":
+                lanes_per_repeat, repeat = lanes_per_repeat, 1
+            block_stride, rep_stride = 1, lanes_per_repeat * src0.dtype.itemsize // 32
+            if lanes_per_repeat * src0.dtype.itemsize % 32 and repeat > 1:
+                self._rule("GatherMask counter mode with several repeats needs mask elements to fill whole "
+                           "32-byte blocks")
+        else:
+            lanes_per_repeat = per_repeat
+            repeat = _whole("GatherMaskParams.repeat_times", params.repeat_times, 0, 255)
+            block_stride, rep_stride = params.src0_block_stride, params.src0_repeat_stride
+        lanes = np.arange(lanes_per_repeat)
+        if reduce_mode:
+            offs = (np.arange(repeat)[:, None] * lanes_per_repeat + lanes).ravel()
+            if len(offs) and offs.max() >= src0.count:
+                self._rule(f"GatherMask reads {offs.max() + 1} elements past '{src0.name}' ({src0.count})")
+        else:
+            offs = footprint(src0, lanes, repeat, block_stride, rep_stride, "src0")
+        n = len(offs)
+        if user:
+            words_per_repeat = -(-lanes_per_repeat // (8 * src1_pattern.dtype.itemsize))
+            step = params.src1_repeat_stride * 32 // src1_pattern.dtype.itemsize if not reduce_mode else words_per_repeat
+            need = (repeat - 1) * step + words_per_repeat if repeat else 0
+            if need > src1_pattern.count:
+                self._rule(f"GatherMask pattern '{src1_pattern.name}' holds {src1_pattern.count} words; "
+                           f"{repeat} repeats need {need}")
+        reads = [span_of(src0, offs)]
+        if user and repeat:
+            reads.append((src1_pattern, src1_pattern.byte_offset, src1_pattern.byte_offset + need * src1_pattern.dtype.itemsize))
+        # rsvdCnt is known only from the data; the instruction's time is not
+        self._vec("GatherMask", "simple", max(n, 1) * src0.dtype.itemsize, reads,
+                  [(dst, dst.byte_offset, dst.byte_offset + min(n, dst.count) * dst.dtype.itemsize)], n,
+                  repeats=repeat if not reduce_mode else None)
+        if user:
+            if self.timing_only:
+                return 0
+            keep = np.concatenate([
+                unpack_bits(src1_pattern.data[r * step:r * step + words_per_repeat], lanes_per_repeat)
+                for r in range(repeat)]) if repeat else np.zeros(0, bool)
+        else:
+            group, pick = GATHER_PATTERNS[int(src1_pattern)]
+            keep = np.tile(lanes % group == pick, repeat)
+        kept = int(keep.sum())
+        if kept > dst.count:
+            self._rule(f"GatherMask keeps {kept} elements but '{dst.name}' has room for {dst.count}")
+        if not self.timing_only:
+            dst.data[:kept] = src0.data[offs[keep]]
+        return kept
+
+    def brcb(self, dst, src, repeat_time: int, params: BrcbRepeatParams):
+        """``Brcb(dst, src, repeatTime, BrcbRepeatParams)``: for repeat i and j < 8, the 32-byte
+        block ``i*dstRepStride + j*dstBlkStride`` of dst is filled with src[8*i + j]."""
+        need_local(dst, src)
+        self._same_dtype("Brcb", dst, src)
+        if dst.dtype.itemsize not in (2, 4):
+            raise AscendCRuleError(f"Brcb broadcasts 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
+        if not isinstance(params, BrcbRepeatParams):
+            raise TypeError(f"brcb takes a BrcbRepeatParams, got {type(params).__name__}")
+        if dst.region is src.region:
+            self._rule("Brcb: src and dst must not be the same UB buffer")
+        repeat = self._check_repeat(repeat_time)
+        if params.dst_blk_stride == 0:
+            self._rule("Brcb: dst_blk_stride=0 is undefined behaviour on the hardware (every block "
+                       "written onto the same one); use 1")
+        per_block = 32 // dst.dtype.itemsize
+        dst_off = footprint(dst, np.arange(8 * per_block), repeat, params.dst_blk_stride,
+                            params.dst_rep_stride, "dst")
+        self._count(max(8 * repeat, 1), src)
+        self._vec("Brcb", "simple", repeat * 256, [(src, src.byte_offset, src.byte_offset + 8 * repeat * src.dtype.itemsize)],
+                  [span_of(dst, dst_off)], 8 * repeat, repeats=repeat)
+        if not self.timing_only and repeat:
+            dst.data[dst_off] = np.repeat(src.data[:8 * repeat], per_block)
