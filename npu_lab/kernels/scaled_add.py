@@ -135,6 +135,11 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
         largest = (hw.ub_bytes // (3 * num_buffers * 4)) // 8 * 8
         raise ValueError(f"tile_len={tile_len} with {num_buffers} buffer(s) needs {need} B of UB "
                          f"(3 queues); {hw.name} has {hw.ub_bytes} B. Largest tile_len: {largest}")
+    if n % 8 and hw.isa == "ascend310p":
+        from ..capabilities import check_supported
+        from ..lang import CapabilityError
+        raise CapabilityError(f"n={n} is not a whole number of 32-byte blocks (8 floats): its tail needs "
+                              f"{check_supported(hw.isa, 'DataCopyPad')}")
     if block_dim is None:
         block_dim = min(hw.vector_cores, -(-n // tile_len))
     block_len = -(-(-(-n // int(block_dim))) // 8) * 8   # whole 32-byte blocks per block (DataCopy)

@@ -19,7 +19,7 @@ from scipy.optimize import least_squares
 
 from ...data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
 from ...hardware import FIELD_DOCS, HardwareSpec
-from ...lang import launch, npu_kernel
+from ...lang import launch, npu_kernel, TBuf, TPosition
 from ...presets import DATA_DIR, get_preset
 from .run import simulate_moe_gating
 from .sweep import autotune, sweep
@@ -112,10 +112,12 @@ def write_article_preset() -> FitResult:
 @npu_kernel
 def _exp_kernel(ctx, count: int, fast: bool):
     """Micro-benchmark: one exp over ``count`` floats, exact or polynomial (V pipe only)."""
-    x = ctx.pipe.alloc_local(np.float32, count, "x")
-    y = ctx.pipe.alloc_local(np.float32, count, "y")
+    bufs = [TBuf(TPosition.VECCALC) for _ in range(3)]
+    for buf, n, name in zip(bufs, (count, count, 3 * count), ("x", "y", "work")):
+        ctx.pipe.init_buffer(buf, n * 4, name=name)
+    x, y, work = (b.get(np.float32) for b in bufs)
     if fast:
-        fast_exp(ctx, y, x, ctx.pipe.alloc_local(np.float32, 3 * count, "work"), count)
+        fast_exp(ctx, y, x, work, count)
     else:
         ctx.exp(y, x, count)
 
