@@ -6,8 +6,9 @@ In teaching order:
 * :mod:`.tiling` -- the host-side tiling struct and the tileS rule;
 * :mod:`.ub_budget` -- the Unified Buffer layout of every kernel version (what kernels allocate);
 * :mod:`.discrete` -- the framework chain Softmax → TopK → Renormalise (three launches);
-* :mod:`.fused` -- v1 (the article's kernel) and v2 (double-buffered, and its sync pitfall);
+* :mod:`.fused` -- v1 (the article's kernel), v2 (double-buffered, and its sync pitfall), v2c (coalesced DMA);
 * :mod:`.vectorized` -- v3 (vector top-K and softmax) and the polynomial exp;
+* :mod:`.sorted_topk` -- v4, built like CANN's perf template (Sort32 + MrgSort + GatherMask);
 * :mod:`.run` -- the host API: ``moe_gating_topk`` (numbers + time), ``simulate_moe_gating`` (time);
 * :mod:`.sweep` -- tileS sweeps, the autotuner, the shape-bucket table;
 * :mod:`.article` -- fitting the model to the article's table and checking its claims.
@@ -28,6 +29,7 @@ from .tiling import (
 )
 from .run import VERSIONS, MoeGatingResult, unsupported_reason, moe_gating_topk, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .sweep import ARTICLE_TILE_S, TuneResult, autotune, bucket_table, lookup_tile_s, sweep
+from .sorted_topk import MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_ub_bytes
 from .vectorized import fast_exp_max_rel_error, fast_exp_numpy
 from .article import (FitResult, exp_speedup, fit_article_preset, fit_hardware,
                       reproduce_article_claims)
@@ -39,5 +41,6 @@ __all__ = [
     "VERSIONS", "MoeGatingResult", "unsupported_reason", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",
     "ub_used_bytes", "ARTICLE_TILE_S", "TuneResult", "autotune", "bucket_table", "lookup_tile_s",
     "sweep", "fast_exp_max_rel_error", "fast_exp_numpy", "FitResult", "exp_speedup",
-    "fit_article_preset", "fit_hardware", "reproduce_article_claims",
+    "fit_article_preset", "fit_hardware", "reproduce_article_claims", "MoeGatingV4Tiling",
+    "calculate_moe_gating_v4_tiling", "moe_gating_v4_ub_bytes",
 ]

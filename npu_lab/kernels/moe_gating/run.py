@@ -22,6 +22,8 @@ from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel, moe_gating_v2c_kernel
 from .reference import _check_k, _raise_on_nonfinite
 from .tiling import MoeGatingTiling, calculate_moe_gating_tiling, moe_ub_bytes
+from .sorted_topk import (MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_kernel,
+                          moe_gating_v4_ub_bytes, v4_block_dim)
 from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
 
 VERSIONS = {
@@ -32,10 +34,13 @@ VERSIONS = {
     "v2c": "v2 with coalesced DMA: one padded copy per tile in and out, scalar heap kept",
     "v3": "fused, vectorized top-K and softmax on the vector unit, one DMA per tile",
     "v3_fast_exp": "v3 with a polynomial exp made of simple vector instructions",
+    "v4": "built like CANN's perf template: rows per core and per loop, Sort32 + MrgSort + GatherMask",
 }
+#: versions that pick their own row tiling: tileS does not apply
+ROW_TILED = ("discrete", "v4")
 _KERNELS = {"v1": moe_gating_v1_kernel, "v2": moe_gating_v2_kernel,
             "v2_bad_sync": moe_gating_v2_bad_sync_kernel, "v2c": moe_gating_v2c_kernel, "v3": moe_gating_v3_kernel,
-            "v3_fast_exp": moe_gating_v3_fast_exp_kernel}
+            "v3_fast_exp": moe_gating_v3_fast_exp_kernel, "v4": moe_gating_v4_kernel}
 _BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v2c": "v2c", "v3": "v3",
                    "v3_fast_exp": "v3"}
 
@@ -87,20 +92,24 @@ def _hw(hw) -> HardwareSpec:
 
 
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
-                    tile_s: int | None = None) -> tuple[MoeGatingTiling | None, int]:
-    """(tiling, block_dim) the host would choose. v1 launches one block per tile; v2/v3 launch
-    min(cores, tiles) blocks that loop. ``tile_s=None`` applies the article's rule. The discrete
-    chain has no MoeGatingTiling (None) and launches min(cores, row tiles) blocks per kernel."""
+                    tile_s: int | None = None, dtype=np.float32):
+    """(tiling, block_dim) the host would choose. v1 launches one block per tile; v2/v2c/v3
+    launch min(cores, tiles) blocks that loop; ``tile_s=None`` applies the article's rule. v4 has
+    its own struct (:class:`MoeGatingV4Tiling`: rows per core and per loop) and the discrete chain
+    none (None, its generic kernels' block_dim): tileS does not apply to either."""
     version = _check_version(version)
     hw = _hw(hw)
     why = unsupported_reason(version, hw)
     if why:
         raise CapabilityError(why)
-    if version == "discrete":
-        # the framework's generic kernels pick their own row tiling: tileS does not apply
+    if version in ROW_TILED:
         if tile_s is not None and (isinstance(tile_s, bool) or not isinstance(tile_s, (int, np.integer))
                                    or tile_s < 1):
-            raise ValueError(f"tile_s must be >= 1 (and is ignored by the discrete chain); got {tile_s!r}")
+            raise ValueError(f"tile_s must be >= 1 (and is ignored by {version}); got {tile_s!r}")
+        if version == "v4":
+            tiling = calculate_moe_gating_v4_tiling(B, S, E, K, hw, dtype=dtype)
+            return tiling, v4_block_dim(tiling)
+        # the framework's generic kernels pick their own row tiling
         t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
         return None, min(hw.vector_cores, t.tiles)
     tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
@@ -110,11 +119,13 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
 
 def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
     """UB a block of ``version`` holds with this tiling (the kernel allocates exactly this)."""
+    if isinstance(tiling, MoeGatingV4Tiling):
+        return moe_gating_v4_ub_bytes(tiling.ubFormer, tiling.col, tiling.k)
     return moe_ub_bytes(_BUDGET_VERSION[_check_version(version)], tiling.tileBS, tiling.E, tiling.K)
 
 
 def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_only):
-    tiling, block_dim = plan_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=tile_s)
+    tiling, block_dim = plan_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=tile_s, dtype=gate_gm.dtype)
     if version == "discrete":
         return run_discrete_chain(gate_gm, idx_gm, wgt_gm, B * S, E, K, hw, timing_only), None, block_dim
     timeline = launch(_KERNELS[version], block_dim, gate_gm, idx_gm, wgt_gm, tiling.pack(), hw=hw,

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ...presets import DATA_DIR, get_preset
 from .run import plan_moe_gating, simulate_moe_gating, ub_used_bytes
-from .tiling import UbBudgetError, moe_ub_capacity
+from .tiling import MoeGatingTiling, UbBudgetError, moe_ub_capacity
 
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
 SWEEP_COLUMNS = ["tileS", "tiles", "blocks", "ub_used_kb", "latency_us", "core_utilisation",
@@ -43,9 +43,10 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
             continue
         t = result.timeline
         tiling = result.tiling
+        by_tile_s = isinstance(tiling, MoeGatingTiling)      # v4 and the discrete chain tile by rows
         rows.append({
-            "tileS": int(ts) if tiling is None else tiling.tileS,
-            "tiles": np.nan if tiling is None else tiling.totalTiles,
+            "tileS": tiling.tileS if by_tile_s else int(ts),
+            "tiles": tiling.totalTiles if by_tile_s else np.nan,
             "blocks": sum(l.block_dim for l in t.launches),
             "ub_used_kb": np.nan if tiling is None else ub_used_bytes(tiling, version) / 1024,
             "latency_us": t.total_us,
