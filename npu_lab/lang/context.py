@@ -13,6 +13,7 @@ is a ``for`` loop the simulator may fast-forward.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
@@ -30,7 +31,26 @@ from .sort import SortOps
 from .tensor import LocalTensor
 from .vector import VectorOps
 
-__all__ = ["KernelContext", "HardEvent", "RaceError"]
+__all__ = ["KernelContext", "HardEvent", "RaceError", "record_calls"]
+
+_call_recorders: list[list] = []   # open record_calls() blocks (normally none: recording is off)
+
+
+@contextlib.contextmanager
+def record_calls():
+    """Record what each block calls, in program order (off by default; a test hook for the C++
+    listings, :mod:`npu_lab.kernels.listings`). Every KernelContext created inside the ``with``
+    appends its log to the yielded list, in creation order: a list of ``(pipe, event name)`` per
+    instruction and ``(None, call)`` per sync / queue call (``"SetFlag<MTE2_S>"``,
+    ``"PipeBarrier<PIPE_ALL>"``, ``"EnQue"``, ``"DeQue"``, ``"AllocTensor"``, ``"FreeTensor"``,
+    ``"InitBuffer"``). Run small cases: a timing-only run fast-forwards long loops, so their
+    skipped iterations are not in the log."""
+    logs: list[list] = []
+    _call_recorders.append(logs)
+    try:
+        yield logs
+    finally:
+        _call_recorders.remove(logs)
 
 
 class HardEvent:
@@ -84,6 +104,9 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         self.timing_only = timing_only
         pipes = VECTOR_PIPES if core_type == "vector" else CUBE_PIPES
         self.core = CoreState(pipes, hw.scalar_issue_cycles)
+        if _call_recorders:
+            self.core.call_log = []
+            _call_recorders[-1].append(self.core.call_log)
         capacity = hw.ub_bytes if core_type == "vector" else hw.l1_bytes
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)

@@ -140,6 +140,9 @@ class CoreState:
         self.vector_repeats = 0
         self.pipe_events = dict.fromkeys(pipes, 0)  # instructions issued per pipe
         self.issue_bound = 0   # instructions whose start was set by the scalar unit's issue time
+        #: off (None) unless npu_lab.lang.context.record_calls() is open: then a list of
+        #: (pipe, event name) per instruction and (None, "SetFlag<MTE2_S>"-style call) per sync call
+        self.call_log: list | None = None
 
     def _check_pipe(self, pipe: str) -> None:
         if pipe not in self.free:
@@ -163,6 +166,8 @@ class CoreState:
         end = start + cost_cycles
         free[pipe] = end
         self.pipe_events[pipe] += 1
+        if self.call_log is not None:
+            self.call_log.append((pipe, name))
         self.events.append((PIPE_CODE[pipe], name, start, end, nbytes, elements,
                             source if source is not None else issuing_source()))
         return start, end
@@ -171,10 +176,12 @@ class CoreState:
         self._check_pipe(src)
         self._check_pipe(dst)
         self.flags.setdefault((src, dst, event_id), deque()).append(self.free[src])
+        self.log_call(f"SetFlag<{src}_{dst}>")
 
     def wait_flag(self, src: str, dst: str, event_id: int = 0) -> None:
         self._check_pipe(src)
         self._check_pipe(dst)
+        self.log_call(f"WaitFlag<{src}_{dst}>")
         pending = self.flags.get((src, dst, event_id))
         if not pending:
             raise SimulationError(
@@ -182,6 +189,11 @@ class CoreState:
                 "on the device this pipe would wait forever. Set the flag (same event and id) "
                 "after the producing instruction, then wait for it before the consuming one.")
         self.wait_until(dst, pending.popleft())
+
+    def log_call(self, call: str) -> None:
+        """Record a sync / queue call (``EnQue``, ``SetFlag<MTE2_S>``) when recording is on."""
+        if self.call_log is not None:
+            self.call_log.append((None, call))
 
     def wait_until(self, pipe: str, time_cycles: float) -> None:
         """Make ``pipe``'s next instruction start no earlier than ``time_cycles``."""
