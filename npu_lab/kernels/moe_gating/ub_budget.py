@@ -69,8 +69,84 @@ MOE_UB_VERSIONS = {
     "v2": "double-buffered input and output queues: two copies of each",
     "v2_bad_sync": "same layout as v2 (its bug is in the synchronisation, not the buffers)",
     "v2c": "same layout as v2; one padded copy per tile instead of one per point",
-    "v3": "vectorized: v2's queues plus row_max, row_argmax, expert_iota, select_mask, exp_work",
+    "v3": "vectorized: rows at a 64-column stride; queues plus scores_work, select_mask, row_results, "
+          "row_bcast, topk_padded",
 }
+
+
+@dataclass(frozen=True)
+class V3Layout:
+    """Where v3 keeps what (see :mod:`.vectorized`): T rows of E scores at a stride of ``Ep`` =
+    E rounded up to 64 (each row whole 256-byte repeats), the K winners in rows of ``Kp`` (8, 16,
+    32 or 64: a row is whole 32-byte blocks and a repeat holds whole rows). ``pieces`` maps each
+    TBuf to its parts: name -> (element offset, element count), every offset 32-byte aligned.
+    The kernel carves its tensors out of the TBufs at exactly these offsets."""
+
+    T: int
+    E: int
+    K: int
+    Ep: int
+    Kp: int
+    pieces: dict
+
+    @property
+    def chunks(self) -> int:
+        """64-column chunks (repeats) per row."""
+        return self.Ep // 64
+
+
+def _pack(parts) -> dict:
+    out, at = {}, 0
+    for name, count in parts:
+        count = _ceil_div(count, 8) * 8          # keep every part 32-byte aligned (4-byte elements)
+        out[name] = (at, count)
+        at += count
+    out["_total"] = (0, at)
+    return out
+
+
+def v3_layout(T: int, E: int, K: int) -> V3Layout:
+    """The v3 UB layout for a tile of T rows (see :class:`V3Layout`). K is at most 64."""
+    T, E, K = _check_int("tile_points", T), _check_int("E", E), _check_int("K", K)
+    if K > 64:
+        raise ValueError(f"v3 keeps each row's K winners in one 256-byte repeat, so K <= 64; got K={K}. "
+                         "Use the discrete chain (or v4) for larger K")
+    from ...lang.reduce import reduce_max_tmp_elements
+    Ep = _ceil_div(E, 64) * 64
+    Kp = next(p for p in (8, 16, 32, 64) if p >= K)
+    T8, T32 = _ceil_div(T, 8) * 8, _ceil_div(T, 32) * 32
+    pieces = {
+        # the scores being knocked out, then a same-sized block of -inf (Select's src0)
+        "scores_work": _pack([("work", T * Ep), ("neg_inf", T * Ep)]),
+        # per-row results: WholeReduceMax pairs, their values / indices split by GatherMask
+        # (whole repeats: up to T32), the expert iota, the GatherMask pattern, ReduceMax's tmp
+        "row_results": _pack([("pairs", 2 * T32), ("row_values", T32), ("row_argmax", T32),
+                              ("expert_iota", 64), ("pattern", 8),
+                              ("reduce_tmp", reduce_max_tmp_elements(E, 4, True) if Ep > 64 else 0)]),
+        # Brcb destinations (Brcb may not write the buffer it reads): argmax per 64-column
+        # chunk, the row max (round 0), one column of values / the row sums
+        "row_bcast": _pack([("argmax_bcast", T8 * 8 * (Ep // 64)), ("max_bcast", T8 * 8),
+                            ("column_bcast", T8 * 8)]),
+        # the K winners in [T, Kp] rows, and the polynomial exp's scratch
+        "topk_padded": _pack([("values", T8 * Kp), ("indices", T8 * Kp), ("exp_work", 3 * T8 * Kp)]),
+    }
+    return V3Layout(T, E, K, Ep, Kp, pieces)
+
+
+def _v3_buffers(T: int, E: int, K: int, block_bytes: int) -> tuple[UbBuffer, ...]:
+    lay = v3_layout(T, E, K)
+    T8 = _ceil_div(T, 8) * 8
+    size = lambda name: lay.pieces[name]["_total"][1]
+    return (
+        UbBuffer.make("scores", "float32", T * lay.Ep, 2, block_bytes),
+        UbBuffer.make("topk_values", "float32", T8 * K, 2, block_bytes),
+        UbBuffer.make("topk_indices", "int32", T8 * K, 2, block_bytes),
+        UbBuffer.make("scores_work", "float32", size("scores_work"), 1, block_bytes),
+        UbBuffer.make("select_mask", "uint8", T * lay.Ep // 8, 1, block_bytes),
+        UbBuffer.make("row_results", "float32", size("row_results"), 1, block_bytes),
+        UbBuffer.make("row_bcast", "float32", size("row_bcast"), 1, block_bytes),
+        UbBuffer.make("topk_padded", "float32", size("topk_padded"), 1, block_bytes),
+    )
 
 
 def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
@@ -83,8 +159,10 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
       where X8 = X rounded up to 8 elements: every row starts on a 32-byte block, because DMA
       into / out of UB works on whole blocks (DataCopyPad pads each row to 32 bytes);
     * ``v2``, ``v2_bad_sync`` and ``v2c``: the same three, two copies each (double-buffered);
-    * ``v3``: v2's three, plus single-copy temporaries row_max f32 [T], row_argmax i32 [T],
-      expert_iota i32 [E], select_mask f32 [T*E] and exp_work f32 [3*T*K] (the fast exp's scratch).
+    * ``v3``: rows at a stride Ep = E rounded up to 64: scores f32 [T*Ep] (two copies; float16
+      input uses the first half), topk_values f32 / topk_indices i32 [T8*K] (two copies), and
+      single-copy TBufs scores_work, select_mask (bits), row_results, row_bcast and topk_padded,
+      laid out by :func:`v3_layout`.
 
     Each buffer is rounded up to whole ``block_bytes`` blocks. Kernels allocate exactly these.
     """
@@ -101,27 +179,14 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
 
     copies = 1 if version == "v1" else 2
     if version == "v3":
-        buffers = [
-            UbBuffer.make("scores", "float32", T * E, copies, block_bytes),
-            UbBuffer.make("topk_values", "float32", T * K, copies, block_bytes),
-            UbBuffer.make("topk_indices", "int32", T * K, copies, block_bytes),
-        ]
-    else:
-        row = block_bytes // 4          # float32 / int32 elements per 32-byte block
-        E8, K8 = _ceil_div(E, row) * row, _ceil_div(K, row) * row
-        buffers = [
-            UbBuffer.make("scores", "float32", T * E8, copies, block_bytes),
-            UbBuffer.make("topk_values", "float32", T * K8, copies, block_bytes),
-            UbBuffer.make("topk_indices", "int32", T * K8, copies, block_bytes),
-        ]
-    if version == "v3":
-        buffers += [
-            UbBuffer.make("row_max", "float32", T, 1, block_bytes),
-            UbBuffer.make("row_argmax", "int32", T, 1, block_bytes),
-            UbBuffer.make("expert_iota", "int32", E, 1, block_bytes),
-            UbBuffer.make("select_mask", "float32", T * E, 1, block_bytes),
-            UbBuffer.make("exp_work", "float32", 3 * T * K, 1, block_bytes),
-        ]
+        return _v3_buffers(T, E, K, block_bytes)
+    row = block_bytes // 4          # float32 / int32 elements per 32-byte block
+    E8, K8 = _ceil_div(E, row) * row, _ceil_div(K, row) * row
+    buffers = [
+        UbBuffer.make("scores", "float32", T * E8, copies, block_bytes),
+        UbBuffer.make("topk_values", "float32", T * K8, copies, block_bytes),
+        UbBuffer.make("topk_indices", "int32", T * K8, copies, block_bytes),
+    ]
     return tuple(buffers)
 
 

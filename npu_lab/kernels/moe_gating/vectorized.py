@@ -1,29 +1,78 @@
 """Fused MoeGatingTopK v3 — vectorized (DESIGN.md §6.3, the article's "optimisation 3").
 
-Instead of a heap per point on the scalar unit, the vector unit works on all T points of a tile
-at once, K rounds of:
+Instead of a heap per point on the scalar unit, the vector unit works on all ``r`` rows of a tile
+at once. The Ascend C listing is ``vectorized.cpp`` beside this file (same calls, same order).
 
-    WholeReduceMax   row max and its (lowest) index, for every row        [T]
-    Copy (strided)   into column k of the [T, K] values / indices outputs
-    Compare NE       expert_iota (tiled) != row_argmax (per row)         [T·E] mask
-    Select           scores = mask ? scores : -inf  (knock out the winner)
+**Layout.** Row i of the tile sits at element ``i·Ep`` of UB, ``Ep`` = E rounded up to 64, so a
+row is whole 256-byte repeats and repeat j of a 64-column instruction *is* row j (E ≤ 64). That is
+what lets one level-0 ``Compare`` broadcast a per-row value with a repeat stride of one block
+(Brcb output), and keeps the bit mask of ``Compare`` (whole 256-B repeats only, Compare.md) in
+step with the rows. Columns E..Ep−1 are **never read**: every reduction takes exactly E lanes
+(``WholeReduceMax`` mask = E, or ``ReduceMax`` count = E), so no −inf padding is needed (CANN's
+perf kernel also loads with ``isPad = false``). The price: for E = 19 a row costs a 64-lane repeat
+in Compare / Select; the article's E = 64 wastes nothing. The K winners are kept in rows of ``Kp``
+(8, 16, 32 or 64 ≥ K) — whole 32-B blocks, whole rows per repeat — and compacted to [r, K] at the
+end with one ``GatherMask`` (a user pattern: the first K lanes of every Kp), as CANN does.
 
-then a softmax over the K winners, also vectorized: subtract the row max (column 0), Exp (exact,
-or the fast polynomial below), WholeReduceSum, Div. Loads and stores are one DataCopy per tile
-(not per point), through 2-slot queues as in v2. Pipes: MTE2 → V → MTE3, overlapped.
+Per tile (pipes MTE2 → V → MTE3; S only once, to write the GatherMask pattern):
 
-Inputs/outputs as in :mod:`.fused`. The UB layout is ``moe_ub_budget("v3", ...)``.
+==================  ===========================================================================
+CopyIn (MTE2)       one copy for the tile: ``DataCopy`` (contiguous when E = Ep, else
+                    ``DataCopyParams`` blockCount = r with a UB gap) when a row is whole 32-B
+                    blocks, else ``DataCopyPad`` (blockCount = r, blockLen = E·sizeof(T)).
+                    float16 lands in the first half of the float32 slot and is ``Cast`` up.
+K rounds            argmax: E ≤ 64 one ``WholeReduceMax`` (ORDER_VALUE_INDEX, one repeat per
+                    row) for ≤ 255 rows; E > 64 one ``ReduceMax(calIndex)`` **per row** (a row
+                    spans several repeats and WholeReduceMax's index is per repeat) — so wide
+                    rows cost r instructions a round instead of one.
+                    ``GatherMask`` pattern 1 / 2 split the [value, index-bits] pairs;
+                    ``Brcb`` + a bit-masked level-0 ``Copy`` write column k of [r, Kp];
+                    knock-out (k < K−1): ``Brcb`` the argmax (per 64-column chunk, minus 64·c
+                    via ``Adds``), int32 ``Compare`` EQ (the only int32 mode on the 910B) of a
+                    64-lane expert iota (repeat stride 0) against it (block stride 0, repeat
+                    stride 1) → bit mask; ``Select`` VSEL_TENSOR_TENSOR_MODE: −inf where set.
+softmax over K      ``Sub`` the row max (column 0, Brcb'd in round 0; level-0, block stride 0),
+                    ``Exp`` (or the polynomial :func:`fast_exp`), ``WholeReduceSum`` mask = K,
+                    ``Brcb`` the sums, ``Div``.
+CopyOut (MTE3)      ``GatherMask`` [r, Kp] → [r·K] into the VECOUT slots, then ``DataCopy`` if
+                    r·K·4 is a multiple of 32 bytes, else ``DataCopyPad``.
+==================  ===========================================================================
+
+Double-buffered like v2: ``TQue<VECIN, 2>`` with two slots, the next tile's copy-in issued before
+this tile's compute.
+
+Chips: the 310P's AI core has no int32 ``Compare`` (Compare.md: half/float only), so there the
+argmax is ``Cast`` to float32 first and compared as float (indices < 2**24 are exact) — one Cast
+a round more; it has no ``DataCopyPad`` either, so v3 raises a CapabilityError there when a tile's
+rows or its outputs are not whole 32-byte blocks; ``v3_fast_exp`` needs float32→int32 ``Cast`` and ``ShiftLeft``, which the 310P also lacks
+(Cast.md 310P table; ShiftLeft.md "Atlas 推理系列产品AI Core：不支持") — a CapabilityError there.
+
+Sources: asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/ (数据搬运/DataCopy*.md,
+DataCopyPad*.md; 比较与选择/Compare.md, Select.md, GatherMask.md; 数据填充/Brcb.md; 数据搬运/Copy.md;
+归约计算/ReduceMax.md) and docs/api/.../归约计算/WholeReduceMax.md, WholeReduceSum.md (CANN 8.x);
+hicann/ops-transformer moe/moe_gating_top_k_softmax_v2/op_kernel/moe_gating_top_k_softmax_v2_perf.h
+(the GatherMask compaction patterns).
+
+Inputs/outputs as in :mod:`.fused`. The UB layout is ``moe_ub_budget("v3", ...)`` /
+:func:`~.ub_budget.v3_layout`, allocated exactly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...lang import npu_kernel
+from ...lang import (SELMODE, BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, DataCopyExtParams,
+                     DataCopyPadExtParams, DataCopyParams, GatherMaskParams, RoundMode, TBuf, TPosition,
+                     TQue, npu_kernel)
+from ...capabilities import check_supported
 from .fused import _iteration_key, block_tiles, looping_block_classes
 from .tiling import MoeGatingTiling
+from .ub_budget import moe_ub_budget, v3_layout
 
 LOG2E = float(np.log2(np.e))
+NEG_INF = float("-inf")
+MAX_REPEAT = 255
+BLOCK_BYTES = 32
 
 
 def _fast_exp2_coefficients(degree: int = 3) -> np.ndarray:
@@ -51,6 +100,10 @@ def fast_exp_numpy(x: np.ndarray) -> np.ndarray:
 
 def fast_exp_max_rel_error(lo: float = -80.0, hi: float = 0.0, samples: int = 200_001) -> float:
     """Measured max relative error of :func:`fast_exp_numpy` against numpy's exp on [lo, hi]."""
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"need finite lo < hi; got lo={lo!r}, hi={hi!r}")
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 2:
+        raise ValueError(f"samples must be a whole number >= 2; got {samples!r}")
     x = np.linspace(lo, hi, samples, dtype=np.float32)
     exact = np.exp(x.astype(np.float64))
     return float(np.max(np.abs(fast_exp_numpy(x) - exact) / exact))
@@ -58,101 +111,243 @@ def fast_exp_max_rel_error(lo: float = -80.0, hi: float = 0.0, samples: int = 20
 
 def fast_exp(ctx, dst, src, work, count: int) -> None:
     """exp on the vector unit with simple instructions only (no Exp): 14 instructions over
-    ``count`` elements instead of one Exp. ``work`` holds 3·count float32 of scratch.
-    Inputs must be ≥ −87 (here they are x − max ≤ 0, and exp underflows below that anyway)."""
-    t, nf, p = work[0:count], work[count:2 * count], work[2 * count:3 * count]
-    n = nf.reinterpret(np.int32)
+    ``count`` float32 elements instead of one Exp. ``work`` holds 3·ceil8(count) float32 of
+    scratch. Inputs must be ≥ −87 (here they are x − max ≤ 0; exp underflows below that anyway).
+    Needs float32→int32 ``Cast`` and ``ShiftLeft``: a CapabilityError on the 310P."""
+    step = -(-count // 8) * 8                       # keep each scratch part 32-byte aligned
+    t, nf, p = work, work[step], work[2 * step]
+    n = nf.reinterpret_cast(np.int32)
     ctx.maxs(t, src, -87.0, count)                  # keep 2**n a normal float
     ctx.muls(t, t, LOG2E, count)                    # t = x·log2(e)
-    ctx.cast(n, t, count, round_mode="floor")       # n = floor(t)   (int32, in nf's bytes)
-    ctx.cast(p, n, count)                           # p = float(n)
+    ctx.cast(n, t, RoundMode.CAST_FLOOR, count)     # n = floor(t)   (int32, in nf's bytes)
+    ctx.cast(p, n, RoundMode.CAST_NONE, count)      # p = float(n)
     ctx.sub(t, t, p, count)                         # f = t − n ∈ [0, 1)
     ctx.muls(p, t, float(FAST_EXP_COEFFS[0]), count)   # Horner: p = c0·f + c1, then p = p·f + c
     ctx.adds(p, p, float(FAST_EXP_COEFFS[1]), count)
     for c in FAST_EXP_COEFFS[2:]:
         ctx.mul(p, p, t, count)
         ctx.adds(p, p, float(c), count)
-    ctx.adds_int(n, n, 127, count)                  # 2**n as float bits: (n + 127) << 23
+    ctx.adds(n, n, 127, count)                      # 2**n as float bits: (n + 127) << 23
     ctx.shift_left(n, n, 23, count)
-    ctx.mul(dst, p, n.reinterpret(np.float32), count)
+    ctx.mul(dst, p, n.reinterpret_cast(np.float32), count)
 
 
-def _topk_softmax_tile(ctx, scores, values, indices, tmp, points: int, E: int, K: int, fast: bool):
-    """All `points` rows of one tile on the vector unit (see the module docstring)."""
-    row_max, row_arg, iota, mask, exp_work = tmp
-    n = points * E
-    for k in range(K):
-        ctx.whole_reduce_max(row_max, row_arg, scores, rows=points, row_len=E)
-        ctx.copy(values[k:], row_max, points, dst_stride=K)
-        ctx.copy(indices[k:], row_arg, points, dst_stride=K)
-        if k + 1 < K:   # knock the winner out of every row
-            ctx.compare(mask, iota, row_arg, "NE", n, rows=points, src0_broadcast="tile", broadcast="row")
-            ctx.select(scores, mask, scores, float("-inf"), n)
-    m = points * K
-    ctx.copy(row_max, values, points, src_stride=K)                 # column 0 = row max
-    ctx.sub(values, values, row_max, m, rows=points, broadcast="row")
-    if fast:
-        fast_exp(ctx, values, values, exp_work, m)
+# ---- helpers shared with the discrete chain -------------------------------------------------
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def repeat_chunks(n: int, size: int = MAX_REPEAT):
+    """(start, count) pieces of at most ``size`` (an instruction takes ≤ 255 repeats)."""
+    for start in range(0, n, size):
+        yield start, min(size, n - start)
+
+
+def load_rows(ctx, dst, gm, rows: int, E: int, stride: int) -> None:
+    """``rows`` rows of E elements, contiguous in GM, into UB at ``stride`` elements a row: one
+    instruction. DataCopy when a row is whole 32-byte blocks (contiguous if stride = E, else
+    DataCopyParams with a UB gap), otherwise DataCopyPad (each row padded to 32 B in UB, the pad
+    bytes undefined: nothing reads them)."""
+    size = dst.dtype.itemsize
+    row_bytes = E * size
+    per_block = BLOCK_BYTES // size
+    if row_bytes % BLOCK_BYTES == 0:
+        if stride == E:
+            ctx.data_copy(dst, gm, rows * E)
+        else:
+            ctx.data_copy(dst, gm, DataCopyParams(rows, row_bytes // BLOCK_BYTES, 0,
+                                                  (stride - E) * size // BLOCK_BYTES))
     else:
-        ctx.exp(values, values, m)
-    ctx.whole_reduce_sum(row_max, values, rows=points, row_len=K)   # row_max now holds the sums
-    ctx.div(values, values, row_max, m, rows=points, broadcast="row")
+        gap = (stride - ceil_div(E, per_block) * per_block) * size // BLOCK_BYTES
+        ctx.data_copy_pad(dst, gm, DataCopyExtParams(rows, row_bytes, 0, gap, 0),
+                          DataCopyPadExtParams(False, 0, 0, 0))
 
 
+def store_rows(ctx, gm, src, rows: int, n: int, stride: int) -> None:
+    """``rows`` rows of n elements from UB (``stride`` apart) to contiguous GM: DataCopy when that
+    is whole 32-byte blocks, else DataCopyPad (exact bytes reach GM)."""
+    size = src.dtype.itemsize
+    if stride == n and (rows * n * size) % BLOCK_BYTES == 0:
+        ctx.data_copy(gm, src, rows * n)
+    elif stride != n and (n * size) % BLOCK_BYTES == 0:
+        ctx.data_copy(gm, src, DataCopyParams(rows, n * size // BLOCK_BYTES, (stride - n) * size // BLOCK_BYTES, 0))
+    elif stride == n:
+        ctx.data_copy_pad(gm, src, DataCopyExtParams(1, rows * n * size, 0, 0, 0))
+    else:
+        per_block = BLOCK_BYTES // size
+        gap = (stride - ceil_div(n, per_block) * per_block) * size // BLOCK_BYTES
+        ctx.data_copy_pad(gm, src, DataCopyExtParams(rows, n * size, gap, 0, 0))
+
+
+def row_pairs_max(ctx, pairs, src, rows: int, E: int, stride: int, tmp) -> None:
+    """[max, index bits] of every row into ``pairs`` (2 floats a row). E ≤ 64: WholeReduceMax,
+    one repeat per row (mask = E lanes, src repeat stride = stride/8 blocks). Wider: ReduceMax
+    with calIndex, one instruction per row."""
+    if E <= 64:
+        for r0, n in repeat_chunks(rows):
+            ctx.whole_reduce_max(pairs[2 * r0], src[r0 * stride], E, n, 1, 1, stride // 8)
+    else:
+        for r in range(rows):
+            ctx.reduce_max(pairs[2 * r], src[r * stride], tmp, E, True)
+
+
+def split_pairs(ctx, values, indices_u32, pairs, rows: int) -> None:
+    """GatherMask pattern 1 (even: values) and 2 (odd: index bits) of ``rows`` pairs."""
+    params = GatherMaskParams(1, ceil_div(2 * rows, 64), 8, 0)
+    ctx.gather_mask(values, pairs, 1, False, 0, params)
+    ctx.gather_mask(indices_u32, pairs.reinterpret_cast(np.uint32), 2, False, 0, params)
+
+
+def lane_bits(lane: int) -> list:
+    """A level-0 bit mask for 32-bit data: lane ``lane`` of each of the 8 blocks of a repeat."""
+    return [sum(1 << (8 * j + lane) for j in range(8)), 0]
+
+
+def row_broadcast_op(ctx, op, dst, src0, bcast, rows: int, width: int) -> None:
+    """dst = src0 <op> bcast over rows of ``width`` (a multiple of 8) elements, where ``bcast`` is
+    Brcb output (row i's value fills block i): level-0, 8 rows per repeat, one instruction per
+    8-column block; the src1 block stride 1 walks the rows."""
+    blocks = width // 8
+    for c in range(blocks):
+        op(dst[c * 8], src0[c * 8], bcast, 64, ceil_div(rows, 8),
+           BinaryRepeatParams(blocks, blocks, 1, width, width, 8))
+
+
+def gather_pattern(K: int, Kp: int) -> tuple[int, int]:
+    """The two uint32 words of a GatherMask pattern keeping the first K lanes of every Kp."""
+    bits = sum(1 << lane for lane in range(64) if lane % Kp < K)
+    return bits & 0xFFFFFFFF, bits >> 32
+
+
+# ---- the kernel -------------------------------------------------------------------------------
 def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
-    t = MoeGatingTiling.unpack(tiling_bytes)
+    t = MoeGatingTiling.unpack(tiling_bytes)                    # GET_TILING_DATA
     E, K, T = t.E, t.K, t.tileBS
+    lay = v3_layout(T, E, K)
+    Ep, Kp, m = lay.Ep, lay.Kp, lay.chunks
+    budget = {b.name: b for b in moe_ub_budget("v3", T, E, K)}
     my_tiles = block_tiles(t, ctx.get_block_idx(), ctx.get_block_num())
-    scores_q = ctx.pipe.init_queue("VECIN", 2, T * E * 4, "scores")
-    values_q = ctx.pipe.init_queue("VECOUT", 2, T * K * 4, "topk_values")
-    indices_q = ctx.pipe.init_queue("VECOUT", 2, T * K * 4, "topk_indices")
-    row_max = ctx.pipe.alloc_local(np.float32, T, "row_max")
-    row_arg = ctx.pipe.alloc_local(np.int32, T, "row_argmax")
-    iota = ctx.pipe.alloc_local(np.int32, E, "expert_iota")
-    mask_region = ctx.pipe.alloc_local(np.float32, T * E, "select_mask")
-    exp_work = ctx.pipe.alloc_local(np.float32, 3 * T * K, "exp_work")
-    mask = mask_region.reinterpret(np.uint8)
-    ctx.create_vec_index(iota, 0, E)
     half = gate_gm.dtype == np.float16
+
+    # ---- Init: every buffer exactly as the host budgeted it
+    scores_q = TQue(TPosition.VECIN, 2)
+    values_q, indices_q = TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(scores_q, 2, budget["scores"].bytes_each, name="scores")
+    ctx.pipe.init_buffer(values_q, 2, budget["topk_values"].bytes_each, name="topk_values")
+    ctx.pipe.init_buffer(indices_q, 2, budget["topk_indices"].bytes_each, name="topk_indices")
+    bufs = {}
+    for name in ("scores_work", "select_mask", "row_results", "row_bcast", "topk_padded"):
+        bufs[name] = TBuf(TPosition.VECCALC)
+        ctx.pipe.init_buffer(bufs[name], budget[name].bytes_each, name=name)
+
+    def piece(buf, part, dtype=np.float32):
+        offset, _count = lay.pieces[buf][part]
+        return bufs[buf].get(np.float32)[offset].reinterpret_cast(dtype)
+
+    work, neg_inf = piece("scores_work", "work"), piece("scores_work", "neg_inf")
+    mask = bufs["select_mask"].get(np.uint8)
+    pairs, row_values = piece("row_results", "pairs"), piece("row_results", "row_values")
+    row_argmax = piece("row_results", "row_argmax", np.int32)
+    iota = piece("row_results", "expert_iota", np.int32)
+    pattern = piece("row_results", "pattern", np.uint32)
+    reduce_tmp = piece("row_results", "reduce_tmp")
+    argmax_bcast = piece("row_bcast", "argmax_bcast", np.int32)
+    max_bcast, column_bcast = piece("row_bcast", "max_bcast"), piece("row_bcast", "column_bcast")
+    values_pad, exp_work = piece("topk_padded", "values"), piece("topk_padded", "exp_work")
+    indices_pad = piece("topk_padded", "indices", np.int32)
+
+    ctx.duplicate(neg_inf, NEG_INF, T * Ep)                     # Select's src0, once
+    ctx.duplicate(values_pad, 0.0, lay.pieces["topk_padded"]["values"][1])   # finite pad lanes
+    # int32 Compare exists only as EQ on the 910B and not at all on the 310P: there the indices
+    # are compared as float32 (exact below 2**24)
+    int32_compare = check_supported(ctx.hw.isa, "Compare", dtype="int32", mode="EQ") is None
+    if not int32_compare:
+        iota = iota.reinterpret_cast(np.float32)
+    argmax_bcast_f = argmax_bcast.reinterpret_cast(np.float32)
+    ctx.create_vec_index(iota, 0, 64)                           # lanes 0..63 of a repeat
+    lo, hi = gather_pattern(K, Kp)                              # first K of every Kp lanes
+    pattern.set_value(0, lo)
+    pattern.set_value(1, hi)
+    ctx.set_flag("S_V", 0)                                      # the pattern is in UB
+    ctx.wait_flag("S_V", 0)
 
     def rows_of(tile):
         b0, _b1, s0, s1 = t.tile_range(tile)
         return b0 * t.S + s0, s1 - s0
 
     def copy_in(tile):
-        first, points = rows_of(tile)
+        first, rows = rows_of(tile)
         scores = scores_q.alloc_tensor(np.float32)
-        # one DataCopy for the whole tile (rows are contiguous); float16 lands in the mask
-        # scratch and is widened by the vector unit after deque
-        staging = mask_region.reinterpret(np.float16) if half else scores
-        ctx.data_copy(staging, gate_gm[first * E:(first + points) * E], points * E)
+        load_rows(ctx, scores.reinterpret_cast(gate_gm.dtype), gate_gm[first * E], rows, E, Ep)
         scores_q.enque(scores)
 
-    copy_in(my_tiles[0])
-    for j in ctx.tile_loop(len(my_tiles), key=_iteration_key(t, my_tiles)):
-        tile = my_tiles[j]
-        first, points = rows_of(tile)
-        scores = scores_q.deque()
-        if half:
-            ctx.cast(scores, mask_region.reinterpret(np.float16), points * E)
-        if j + 1 < len(my_tiles) and not half:
-            copy_in(my_tiles[j + 1])          # prefetch the next tile into the other slot
+    def compute(slot, rows):
+        if half:                                                # widen: all compute is float32
+            ctx.cast(work, slot.reinterpret_cast(np.float16), RoundMode.CAST_NONE, rows * Ep)
+        src = work if half else slot
+        rows8 = ceil_div(rows, 8)
+        for k in range(K):
+            row_pairs_max(ctx, pairs, src, rows, E, Ep, reduce_tmp)
+            split_pairs(ctx, row_values, row_argmax.reinterpret_cast(np.uint32), pairs, rows)
+            # column k of [rows, Kp]: values via Brcb + masked Copy, indices from the argmax Brcb
+            bcast = max_bcast if k == 0 else column_bcast
+            ctx.brcb(bcast, row_values, rows8, BrcbRepeatParams(1, 8))
+            ctx.copy(values_pad[(k // 8) * 8], bcast, lane_bits(k % 8), rows8,
+                     CopyRepeatParams(Kp // 8, 1, Kp, 8))
+            ctx.brcb(argmax_bcast, row_argmax, rows8, BrcbRepeatParams(m, 8 * m))
+            ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
+                     CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
+            if k + 1 == K:
+                break
+            if int32_compare:
+                key, key_bcast = row_argmax, argmax_bcast
+            else:                                               # 310P: compare float indices
+                ctx.cast(row_values, row_argmax, RoundMode.CAST_NONE, rows)
+                ctx.brcb(argmax_bcast_f, row_values, rows8, BrcbRepeatParams(m, 8 * m))
+                key, key_bcast = row_values, argmax_bcast_f
+            for c in range(1, m):                               # chunk c holds argmax − 64·c
+                ctx.adds(key, key, -64, rows)
+                ctx.brcb(key_bcast[c * 8], key, rows8, BrcbRepeatParams(m, 8 * m))
+            for r0, n in repeat_chunks(rows * m):               # bit j of row i: j == argmax
+                ctx.compare(mask[r0 * 8], iota, key_bcast[r0 * 8], "EQ", 64, n,
+                            BinaryRepeatParams(1, 1, 0, 8, 0, 1))
+            ctx.select(work, mask, neg_inf, src, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * Ep)
+            src = work
+        # softmax over the K winners: column 0 is the row max
+        row_broadcast_op(ctx, ctx.sub, values_pad, values_pad, max_bcast, rows, Kp)
+        if fast:
+            fast_exp(ctx, values_pad, values_pad, exp_work, rows * Kp)
+        else:
+            ctx.exp(values_pad, values_pad, rows * Kp)
+        for r0, n in repeat_chunks(rows):
+            ctx.whole_reduce_sum(row_values[r0], values_pad[r0 * Kp], K, n, 1, 1, Kp // 8)
+        ctx.brcb(column_bcast, row_values, rows8, BrcbRepeatParams(1, 8))
+        row_broadcast_op(ctx, ctx.div, values_pad, values_pad, column_bcast, rows, Kp)
+
+    def copy_out(first, rows):
         values = values_q.alloc_tensor(np.float32)
         indices = indices_q.alloc_tensor(np.int32)
-        _topk_softmax_tile(ctx, scores, values, indices, (row_max, row_arg, iota, mask, exp_work),
-                           points, E, K, fast)
-        scores_q.free_tensor(scores)
+        params = GatherMaskParams(1, ceil_div(rows * Kp, 64), 8, 0)
+        ctx.gather_mask(values, values_pad, pattern, False, 0, params)      # [rows, Kp] -> [rows*K]
+        ctx.gather_mask(indices, indices_pad, pattern, False, 0, params)
         values_q.enque(values)
         indices_q.enque(indices)
-        if j + 1 < len(my_tiles) and half:
-            ctx.set_flag("V", "MTE2")         # the staging bytes are the mask scratch:
-            ctx.wait_flag("V", "MTE2")        # load the next tile only after V is done with it
-            copy_in(my_tiles[j + 1])
-        values, indices = values_q.deque(), indices_q.deque()
-        ctx.data_copy(indices_gm[first * K:(first + points) * K], indices, points * K)
-        ctx.data_copy(weights_gm[first * K:(first + points) * K], values, points * K)
+        values, indices = values_q.deque(np.float32), indices_q.deque(np.int32)
+        store_rows(ctx, indices_gm[first * K], indices, rows, K, K)
+        store_rows(ctx, weights_gm[first * K], values, rows, K, K)
         values_q.free_tensor(values)
         indices_q.free_tensor(indices)
+
+    # ---- Process
+    copy_in(my_tiles[0])
+    for j in ctx.tile_loop(len(my_tiles), key=_iteration_key(t, my_tiles)):
+        first, rows = rows_of(my_tiles[j])
+        if j + 1 < len(my_tiles):
+            copy_in(my_tiles[j + 1])          # prefetch the next tile into the other slot
+        slot = scores_q.deque(np.float32)
+        compute(slot, rows)
+        scores_q.free_tensor(slot)
+        copy_out(first, rows)
 
 
 @npu_kernel(block_classes=looping_block_classes)
