@@ -6,6 +6,9 @@ and the 310P3 (no DataCopyPad / Sort32) refuses it."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,7 +21,8 @@ from npu_lab.kernels.moe_gating.sorted_topk import (MAX_E, MAX_K, MoeGatingV4Til
                                                      moe_gating_v4_ub_bytes, moe_gating_v4_ub_layout,
                                                      v4_block_dim)
 from npu_lab.kernels.moe_gating.tiling import UbBudgetError
-from npu_lab.lang import CapabilityError, GlobalTensor, launch, npu_kernel
+from npu_lab.lang import ASCEND_C_API, CapabilityError, GlobalTensor, launch, npu_kernel
+from npu_lab.lang.context import record_calls
 from npu_lab.presets import get_preset
 from tests.strategies import gate_logits
 
@@ -309,3 +313,50 @@ def test_v4_double_buffering_overlaps_the_next_load_with_compute():
     second_load_start = loads["start_us"].iloc[1]
     first_loop_vec_end = vec[vec["name"].str.startswith("GatherMask")]["end_us"].iloc[3]
     assert second_load_start < first_loop_vec_end
+
+
+# ---- the C++ listing ----------------------------------------------------------------------------------
+
+_CPP = Path(__file__).resolve().parents[1] / "npu_lab" / "kernels" / "moe_gating" / "sorted_topk.cpp"
+_TRACED = ("InitBuffer", "AllocTensor", "EnQue", "DeQue", "FreeTensor", "DataCopyPad", "SetValue", "SetFlag",
+           "WaitFlag", "CreateVecIndex", "Copy", "Cast", "Duplicate", "Sort32", "MrgSort", "WholeReduceMax",
+           "GatherMask", "Brcb", "Sub", "Exp", "WholeReduceSum", "Div")
+
+
+def _cpp_calls() -> list[str]:
+    """Ascend C calls of the listing in text order (comments stripped)."""
+    text = re.sub(r"//[^\n]*", "", _CPP.read_text())
+    return re.findall(r"\b(" + "|".join(_TRACED) + r")\s*[<(]", text)
+
+
+def _traced_calls(x, K, hw) -> list[str]:
+    with record_calls() as logs:
+        run_v4(x, K, hw)
+    return [(name.split(" ")[0] if pipe else name.split("<")[0]) for pipe, name in logs[0]]
+
+
+@pytest.mark.parametrize("N,E,K,dtype", [(20, 100, 3, np.float16), (40, 700, 8, np.float32),
+                                         (12, 40, 1, np.float32), (12, 40, 1, np.float16), (30, 5, 2, np.float32)])
+def test_v4_cpp_listing_calls_in_the_python_order(N, E, K, dtype):
+    """Every call a traced run makes is in sorted_topk.cpp, and the run's calls (repeats of one
+    call merged) can be read off the listing front to back — its methods are written in the
+    order they run — going round again only for the next loop iteration or merge round."""
+    cpp = _cpp_calls()
+    assert set(cpp) == set(_TRACED) and all(name in ASCEND_C_API or name in ("InitBuffer", "SetFlag", "WaitFlag")
+                                            or f"TPipe::{name}" in ASCEND_C_API for name in cpp)
+    x = np.random.default_rng(0).standard_normal((N, E)).astype(dtype)
+    trace = _traced_calls(x, K, _hw(1))
+    trace = [name for i, name in enumerate(trace) if i == 0 or trace[i - 1] != name]
+    t = calculate_moe_gating_v4_tiling(1, N, E, K, _hw(1), dtype=dtype)
+    merge_rounds, n = 0, t.colAlign // 32
+    while n > 1 and not (K == 1 and E <= 64):
+        n, merge_rounds = -(-n // 4), merge_rounds + 1
+    # per loop: a pass back for each extra merge round, one for the prefetch CopyIn, one for the next loop
+    loops = t.ubLoopOfFormerBlock * (max(1, merge_rounds) + 1)
+    pos, rounds = 0, 0
+    for name in trace:
+        while cpp[pos % len(cpp)] != name:
+            pos += 1
+        rounds = pos // len(cpp)
+        pos += 1
+    assert rounds <= loops, f"the listing's order needs {rounds} passes for {loops} loops x merge rounds"

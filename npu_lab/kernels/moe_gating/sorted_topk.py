@@ -429,9 +429,7 @@ class _V4:
             self.gating_q.free_tensor(g)
         if not self.fast and self.chunks > 1:
             self.merge_sort(pairs, self.bufs["cast"].get(np.float32), r)
-        out = self.out_q.alloc_tensor(np.float32)
-        self.extract_softmax(out, pairs, r)
-        self.out_q.enque(out)
+        self.extract_softmax(pairs, r)
 
     def merge_sort(self, pairs, groups, r: int):
         """Rows hold n sorted lists of 32 pairs (64 floats) each. Per round: copy the first 8
@@ -454,10 +452,11 @@ class _V4:
             ctx.pipe_barrier("PIPE_V")
             n = g
 
-    def extract_softmax(self, out, pairs, r: int):
+    def extract_softmax(self, pairs, r: int):
         """pairs: row i's sorted (score, index) pairs at pairs[i * 64]. Writes weights [r, K]
-        (float32) at out[0] and indices [r, K] (int32) at out[idx_off]."""
+        (float32) at out[0] and indices [r, K] (int32) at out[idx_off] of a topk_out slot."""
         ctx, K = self.ctx, self.K
+        out = self.out_q.alloc_tensor(np.float32)
         pat = self.bufs["pattern"].get(np.uint32)
         soft = self.bufs["softmax"].get(np.float32)
         vals, bcast = soft, soft[K_ALIGN * r]                # [r, 8] values, then [ceil8(r), 8]
@@ -483,6 +482,7 @@ class _V4:
         ctx.pipe_barrier("PIPE_V")
         ctx.gather_mask(out, vals, pat[24], False, 0, GatherMaskParams(1, r, 1, 0))   # first K of 8
         ctx.pipe_barrier("PIPE_V")
+        self.out_q.enque(out)
 
     # ---- CopyOut ------------------------------------------------------------------------------
     def copy_out(self, i: int, r: int):
@@ -510,7 +510,8 @@ def _check_args(ctx, gate_gm, indices_gm, weights_gm, t: MoeGatingV4Tiling):
 @npu_kernel(block_classes=_v4_block_classes)
 def moe_gating_v4_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
     """v4: CANN's perf template — DataCopyPad rows, Sort32 + MrgSort, GatherMask, softmax over K.
-    Pipes MTE2 → V → MTE3, double-buffered input (see the module docstring)."""
+    Pipes MTE2 → V → MTE3, double-buffered input (see the module docstring). The Ascend C
+    listing is ``sorted_topk.cpp`` beside this file."""
     t = MoeGatingV4Tiling.unpack(tiling_bytes)            # GET_TILING_DATA
     _check_args(ctx, gate_gm, indices_gm, weights_gm, t)
     op = _V4(ctx, gate_gm, indices_gm, weights_gm, t)
