@@ -1,18 +1,44 @@
 """The discrete chain: what a framework runs before anyone fuses the operator (DESIGN.md §6.3 v0).
 
-Three separate launches, each a generic kernel with a generic, conservative tiling (a few rows
-per tile, single-buffered), each paying its own launch overhead, each writing its result to HBM
-for the next one to read back:
+Three separate launches, each a generic kernel with a generic, conservative tiling (at most 8
+rows per tile, single-buffered), each paying its own launch overhead, each writing its result to
+HBM for the next one to read back:
 
 1. ``Softmax`` over E:     logits [N, E] → probs [N, E]                       (HBM round trip)
 2. ``TopK`` by full sort:  probs [N, E]  → values [N, K], indices [N, K]      (sorts all E)
 3. ``Renormalise``:        values [N, K] → weights [N, K]
 
-It computes exp for all E experts (the fused kernel needs only K) and moves
-N·E·4 bytes twice more than necessary. A teaching detail: because it ranks *probabilities*,
-logits that differ but whose probabilities round to the same float32 (e.g. both underflow to 0)
-become ties, and the order can then differ from ranking the logits — the fused kernel does not
-have this problem.
+It computes exp for all E experts (the fused kernel needs only K) and moves N·E·4 bytes twice
+more than necessary. A teaching detail: because it ranks *probabilities*, logits that differ but
+whose probabilities round to the same float32 (e.g. both underflow to 0) become ties, and the
+order can then differ from ranking the logits — the fused kernel does not have this problem.
+
+All three are legal Ascend C (the listing is ``discrete.cpp`` beside this file):
+
+* **Softmax** — a tile of r rows lands at a stride of Es = ceil16(E) elements (one
+  DataCopy / DataCopyPad, see :func:`.vectorized.load_rows`); float16 is ``Cast`` to float32.
+  Row max: ``WholeReduceMax`` (mask = E lanes, one repeat per row) + ``GatherMask`` pattern 1
+  when E ≤ 64, else ``ReduceMax`` per row; ``Brcb`` the maxima; level-0 ``Sub`` in 64-column
+  chunks with src1 block stride 0 / repeat stride 1 (the broadcast); ``Exp`` over everything;
+  row sums by ``WholeReduceSum`` (mask = E) or ``ReduceSum`` per row; ``Brcb``; ``Div``; one
+  store (exactly E per row reach GM).
+* **TopK**, 910B: the rows at a stride of Ea = ceil32(E), columns E..Ea−1 = −inf (DataCopyPad's
+  right padding plus a one-time ``Duplicate`` of the slot, which the copy's UB gap never
+  overwrites); ``Sort32`` of every 32 columns against an expert iota, then ``MrgSort`` 4 lists
+  at a time per row until one list of Ea (score, index) pairs is left (a leftover single list is
+  moved with ``Copy``); ``GatherMask`` in counter mode with a user pattern (the even / odd lanes
+  of the first K pairs of every row) gives the compact [r, K] values / indices in one go.
+  **310P** (no Sort32 / MrgSort, Sort32.md / MrgSort.md): K rounds of argmax per row, like a
+  generic small-K TopK — ``ReduceMax`` with calIndex, then the scalar unit reads the pair
+  (``GetValue``), writes value and index into the outputs and −inf over the winner
+  (``SetValue``), with the V_S / S_V / S_MTE3 / MTE3_S / S_MTE2 flags a scalar stage needs.
+* **Renormalise** — the compact [r, K] values in one copy; per row a ``WholeReduceSum`` whose
+  bit mask picks the row's K lanes inside the 32-byte-aligned repeat that holds them; ``Brcb``
+  the sums; per row a bit-masked ``Div`` with src1 block stride 0 (no padded layout, so no
+  DataCopyPad when r·K·4 is whole blocks — it runs on the 310P too).
+
+Stores use DataCopy when the bytes are whole 32-byte blocks, else DataCopyPad (which the 310P
+lacks: a CapabilityError there for such shapes).
 """
 
 from __future__ import annotations
@@ -21,9 +47,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...lang import GlobalTensor, launch, npu_kernel
+from ...capabilities import check_supported
+from ...lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, GatherMaskParams, GlobalTensor,
+                     MrgSort4Info, MrgSortSrcList, RoundMode, TBuf, TPosition, TQue, launch, npu_kernel)
+from ...lang.reduce import reduce_max_tmp_elements
 from ...lang.tiling_struct import Int32Struct
 from ...sim.timeline import Timeline
+from .tiling import UbBudgetError
+from .vectorized import ceil_div, lane_bits, load_rows, repeat_chunks, row_pairs_max, split_pairs, store_rows
+
+NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -47,13 +80,45 @@ class RowTiling(Int32Struct):
 GENERIC_ROWS_PER_TILE = 8   # what a shape-agnostic library kernel picks: small and safe
 
 
+def _round(n: int, m: int) -> int:
+    return ceil_div(n, m) * m
+
+
+def _bytes(n_elements: int, itemsize: int = 4) -> int:
+    return _round(n_elements * itemsize, 32)
+
+
+def _reduce_tmp_elements(E: int) -> int:
+    """sharedTmpBuffer for ReduceMax(calIndex) and ReduceSum over E float32 (the larger)."""
+    return _round(max(reduce_max_tmp_elements(E, 4, True), ceil_div(max(1, ceil_div(E * 4, 256)), 8) * 8), 8)
+
+
+def topk_ub_buffers(rows: int, E: int, K: int) -> dict:
+    """UB bytes of every buffer the TopK kernel's sort path (the 910B's) allocates for ``rows``
+    rows: the largest of the three kernels' budgets (the 310P's argmax path needs less)."""
+    Ea = _round(E, 32)
+    return {"sorted_a": _bytes(2 * rows * Ea), "sorted_b": _bytes(2 * rows * Ea),
+            "probs": _bytes(rows * Ea), "expert_iota": _bytes(rows * Ea),
+            "value_pattern": _bytes(ceil_div(2 * rows * Ea, 32)), "index_pattern": _bytes(ceil_div(2 * rows * Ea, 32)),
+            "values": _bytes(rows * K), "indices": _bytes(rows * K)}
+
+
 def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int) -> RowTiling:
-    """Conservative: at most 8 rows, and at most a quarter of UB for one tile's [rows, E] floats
-    (a generic kernel must leave room for whatever scratch its worst case needs)."""
-    rows = max(1, min(GENERIC_ROWS_PER_TILE, (ub_bytes // 4) // (E * 4 * 4)))
-    if rows * E * 4 * 4 > ub_bytes:
-        raise ValueError(f"E={E} is too large for the generic discrete kernels on a {ub_bytes}-byte UB")
-    return RowTiling(N, E, K, min(rows, N))
+    """Conservative: at most 8 rows a tile, fewer when the TopK kernel's buffers
+    (:func:`topk_ub_buffers`) would not fit ``ub_bytes``; UbBudgetError when not even one row does."""
+    for name, value in (("N", N), ("E", E), ("K", K), ("ub_bytes", ub_bytes)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if K > E:
+        raise ValueError(f"K must be <= E; got K={K}, E={E}")
+    rows = min(GENERIC_ROWS_PER_TILE, N)
+    while rows >= 1 and sum(topk_ub_buffers(rows, E, K).values()) > ub_bytes:
+        rows -= 1
+    if rows == 0:
+        need = sum(topk_ub_buffers(1, E, K).values())
+        raise UbBudgetError(f"E={E} is too wide for the generic discrete kernels: one row of the TopK "
+                            f"kernel (E={E}, K={K}) needs {need} bytes of UB, but the UB has {ub_bytes} bytes")
+    return RowTiling(N, E, K, rows)
 
 
 def _row_classes(block_dim, *args):
@@ -64,95 +129,252 @@ def _row_classes(block_dim, *args):
 
 
 def _my_tiles(ctx, t: RowTiling):
-    """This block's row tiles, through ctx.tile_loop (fast-forwarded when timing-only)."""
+    """(j, tile) of this block's row tiles, through ctx.tile_loop (fast-forwarded when timing-only);
+    an iteration's work depends on its tile's rows and on whether it is the block's first."""
     mine = list(range(ctx.get_block_idx(), t.tiles, ctx.get_block_num()))
     sizes = [t.tile(i)[1] for i in mine]
-    return (mine[j] for j in ctx.tile_loop(len(mine), key=sizes.__getitem__))
+    return ((j, mine[j]) for j in ctx.tile_loop(len(mine), key=lambda j: (sizes[j], j == 0)))
 
 
+def _tbuf(ctx, nbytes: int, name: str, dtype=np.float32):
+    buf = TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(buf, nbytes, name=name)
+    return buf.get(dtype)
+
+
+# ---- 1. Softmax ---------------------------------------------------------------------------------
 @npu_kernel(block_classes=_row_classes)
 def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
     """Softmax over each row of [N, E]. Pipes: MTE2 → V (max, sub, exp, sum, div) → MTE3."""
     t = RowTiling.unpack(tiling_bytes)
-    x_q = ctx.pipe.init_queue("VECIN", 1, t.rows * t.E * 4, "x")
-    y_q = ctx.pipe.init_queue("VECOUT", 1, t.rows * t.E * 4, "y")
-    row_max = ctx.pipe.alloc_local(np.float32, t.rows, "row_max")
-    row_arg = ctx.pipe.alloc_local(np.int32, t.rows, "row_arg")
-    for tile in _my_tiles(ctx, t):
+    E, R = t.E, t.rows
+    Es = _round(E, 16)                          # whole 32-B blocks for float32 and float16 rows
+    R32 = _round(R, 32)
+    x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_q, 1, _bytes(R * Es), name="x")
+    ctx.pipe.init_buffer(y_q, 1, _bytes(R * Es), name="y")
+    scratch = _tbuf(ctx, _bytes(3 * R32 + _reduce_tmp_elements(E)), "row_scratch")
+    pairs, row_values, tmp = scratch, scratch[2 * R32], scratch[3 * R32]
+    bcast = _tbuf(ctx, _bytes(_round(R, 8) * 8), "row_bcast")
+    chunks = [(c, min(64, Es - c)) for c in range(0, Es, 64)]
+    for _j, tile in _my_tiles(ctx, t):
         first, r = t.tile(tile)
-        n = r * t.E
-        x = x_q.alloc_tensor(np.float32).reinterpret(logits_gm.dtype)
-        ctx.data_copy(x, logits_gm[first * t.E:first * t.E + n], n)
+        x = x_q.alloc_tensor(np.float32)
+        load_rows(ctx, x.reinterpret_cast(logits_gm.dtype), logits_gm[first * E], r, E, Es)
         x_q.enque(x)
-        x = x_q_slot = x_q.deque()
+        x = x_q.deque(np.float32)
         y = y_q.alloc_tensor(np.float32)
-        if x.dtype != np.float32:        # float16 logits: widen first
-            ctx.cast(y, x, n)
-            x = y
-        ctx.whole_reduce_max(row_max, row_arg, x, rows=r, row_len=t.E)
-        ctx.sub(y, x, row_max, n, rows=r, broadcast="row")
-        ctx.exp(y, y, n)                                  # all E exponentials
-        ctx.whole_reduce_sum(row_max, y, rows=r, row_len=t.E)
-        ctx.div(y, y, row_max, n, rows=r, broadcast="row")
-        x_q.free_tensor(x_q_slot)
+        src = x
+        if logits_gm.dtype == np.float16:       # widen first: all compute is float32
+            ctx.cast(y, x.reinterpret_cast(np.float16), RoundMode.CAST_NONE, r * Es)
+            src = y
+        if E <= 64:                             # row max
+            row_pairs_max(ctx, pairs, src, r, E, Es, tmp)
+            ctx.gather_mask(row_values, pairs, 1, False, 0, GatherMaskParams(1, ceil_div(2 * r, 64), 8, 0))
+        else:
+            for i in range(r):
+                ctx.reduce_max(row_values[i], src[i * Es], tmp, E)
+        ctx.brcb(bcast, row_values, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+        for c, lanes in chunks:                 # x - max, the max broadcast by block stride 0
+            ctx.sub(y[c], src[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es // 8, Es // 8, 1))
+        ctx.exp(y, y, r * Es)                   # all E exponentials
+        if E <= 64:                             # row sums
+            ctx.whole_reduce_sum(row_values, y, E, r, 1, 1, Es // 8)
+        else:
+            for i in range(r):
+                ctx.reduce_sum(row_values[i], y[i * Es], tmp, E)
+        ctx.brcb(bcast, row_values, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+        for c, lanes in chunks:
+            ctx.div(y[c], y[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es // 8, Es // 8, 1))
+        x_q.free_tensor(x)
         y_q.enque(y)
-        y = y_q.deque()
-        ctx.data_copy(probs_gm[first * t.E:first * t.E + n], y, n)
+        y = y_q.deque(np.float32)
+        store_rows(ctx, probs_gm[first * E], y, r, E, Es)
         y_q.free_tensor(y)
 
 
-@npu_kernel(block_classes=_row_classes)
-def topk_sort_kernel(ctx, probs_gm, values_gm, indices_gm, tiling_bytes):
-    """Generic TopK: sort every row fully (Sort32 + MrgSort), keep the first K."""
-    t = RowTiling.unpack(tiling_bytes)
-    x_q = ctx.pipe.init_queue("VECIN", 1, t.rows * t.E * 4, "probs")
-    v_q = ctx.pipe.init_queue("VECOUT", 1, t.rows * t.K * 4, "values")
-    i_q = ctx.pipe.init_queue("VECOUT", 1, t.rows * t.K * 4, "indices")
-    sorted_v = ctx.pipe.alloc_local(np.float32, t.rows * t.E, "sorted_values")
-    sorted_i = ctx.pipe.alloc_local(np.int32, t.rows * t.E, "sorted_indices")
-    for tile in _my_tiles(ctx, t):
+# ---- 2. TopK ------------------------------------------------------------------------------------
+def _merge_rows(ctx, a, b, r: int, Ea: int):
+    """MrgSort each row's Ea/32 sorted lists of 32 pairs into one, 4 lists at a time, ping-pong
+    between ``a`` and ``b``; returns the buffer holding the sorted rows."""
+    lengths = [32] * (Ea // 32)
+    src, dst = a, b
+    while len(lengths) > 1:
+        groups = [lengths[g:g + 4] for g in range(0, len(lengths), 4)]
+        for i in range(r):
+            at = 2 * i * Ea                       # floats: row i's pairs
+            for group in groups:
+                if len(group) == 1:               # nothing to merge with: move it along
+                    ctx.copy(dst[at], src[at], 64, 2 * group[0] // 64, CopyRepeatParams(1, 1, 8, 8))
+                else:
+                    lists = [src[at + 2 * sum(group[:n])] for n in range(len(group))]
+                    lists += [None] * (4 - len(lists))
+                    ctx.mrg_sort(dst[at], MrgSortSrcList(*lists),
+                                 MrgSort4Info(tuple(group) + (0,) * (4 - len(group)), False,
+                                              {2: 3, 3: 7, 4: 15}[len(group)], 1))
+                at += 2 * sum(group)
+        lengths = [sum(g) for g in groups]
+        src, dst = dst, src
+    return src
+
+
+def _topk_sort(ctx, t, probs_gm, values_gm, indices_gm):
+    """910B: full sort of every row (Sort32 + MrgSort), then the first K pairs by GatherMask."""
+    E, K, R = t.E, t.K, t.rows
+    Ea = _round(E, 32)
+    sizes = topk_ub_buffers(R, E, K)
+    sorted_a = _tbuf(ctx, sizes["sorted_a"], "sorted_a")   # first: Sort32's dst is 256-B aligned
+    sorted_b = _tbuf(ctx, sizes["sorted_b"], "sorted_b")
+    x_q = TQue(TPosition.VECIN, 1)
+    v_q, i_q = TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_q, 1, sizes["probs"], name="probs")
+    iota = _tbuf(ctx, sizes["expert_iota"], "expert_iota", np.int32)
+    value_pattern = _tbuf(ctx, sizes["value_pattern"], "value_pattern", np.uint32)
+    index_pattern = _tbuf(ctx, sizes["index_pattern"], "index_pattern", np.uint32)
+    ctx.pipe.init_buffer(v_q, 1, sizes["values"], name="values")
+    ctx.pipe.init_buffer(i_q, 1, sizes["indices"], name="indices")
+
+    # once: columns E..Ea-1 of the input slot = -inf (the copy's UB gap never overwrites them)
+    x = x_q.alloc_tensor(np.float32)
+    ctx.duplicate(x, NEG_INF, R * Ea)
+    x_q.free_tensor(x)
+    for i in range(R):                                          # expert index of every column
+        ctx.create_vec_index(iota[i * Ea], 0, Ea)
+    # GatherMask patterns over r rows of 2·Ea floats: even / odd lanes of the first 2K
+    words = ceil_div(2 * R * Ea, 32)
+    ctx.duplicate(value_pattern, 0, words)
+    ctx.duplicate(index_pattern, 0, words)
+    ctx.set_flag("V_S", 0)
+    ctx.wait_flag("V_S", 0)
+    for i in range(R):
+        for w in range(ceil_div(2 * K, 32)):
+            lanes = range(32 * w, min(32 * w + 32, 2 * K))
+            value_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 0))
+            index_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 1))
+    ctx.set_flag("S_V", 0)
+    ctx.wait_flag("S_V", 0)
+
+    for _j, tile in _my_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
-        ctx.data_copy(x, probs_gm[first * t.E:(first + r) * t.E], r * t.E)
+        load_rows(ctx, x, probs_gm[first * E], r, E, Ea, pad=NEG_INF)
         x_q.enque(x)
-        x = x_q.deque()
-        ctx.sort_rows(sorted_v, sorted_i, x, rows=r, row_len=t.E)
+        x = x_q.deque(np.float32)
+        ctx.sort32(sorted_a, x, iota.reinterpret_cast(np.uint32), r * Ea // 32)
         x_q.free_tensor(x)
+        result = _merge_rows(ctx, sorted_a, sorted_b, r, Ea)
         v = v_q.alloc_tensor(np.float32)
         i = i_q.alloc_tensor(np.int32)
-        for row in range(r):                                # the first K of each sorted row
-            ctx.copy(v[row * t.K:], sorted_v[row * t.E:], t.K)
-            ctx.copy(i[row * t.K:], sorted_i[row * t.E:], t.K)
+        ctx.gather_mask(v, result, value_pattern, True, 2 * r * Ea, GatherMaskParams(1, 1, 8, 8))
+        ctx.gather_mask(i.reinterpret_cast(np.uint32), result.reinterpret_cast(np.uint32), index_pattern, True,
+                        2 * r * Ea, GatherMaskParams(1, 1, 8, 8))
         v_q.enque(v)
         i_q.enque(i)
-        v, i = v_q.deque(), i_q.deque()
-        ctx.data_copy(values_gm[first * t.K:(first + r) * t.K], v, r * t.K)
-        ctx.data_copy(indices_gm[first * t.K:(first + r) * t.K], i, r * t.K)
+        v, i = v_q.deque(np.float32), i_q.deque(np.int32)
+        store_rows(ctx, values_gm[first * K], v, r, K, K)
+        store_rows(ctx, indices_gm[first * K], i, r, K, K)
         v_q.free_tensor(v)
         i_q.free_tensor(i)
 
 
+def _topk_argmax(ctx, t, probs_gm, values_gm, indices_gm):
+    """310P: K rounds of ReduceMax(calIndex) per row; the scalar unit records the winner and
+    knocks it out with -inf."""
+    E, K, R = t.E, t.K, t.rows
+    Ea = _round(E, 32)
+    sizes = topk_ub_buffers(R, E, K)
+    x_q = TQue(TPosition.VECIN, 1)
+    v_q, i_q = TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_q, 1, sizes["probs"], name="probs")
+    ctx.pipe.init_buffer(v_q, 1, sizes["values"], name="values")
+    ctx.pipe.init_buffer(i_q, 1, sizes["indices"], name="indices")
+    scratch = _tbuf(ctx, _bytes(8 + _reduce_tmp_elements(E)), "row_scratch")
+    pair, tmp = scratch, scratch[8]
+    pair_bits = pair.reinterpret_cast(np.uint32)
+    for j, tile in _my_tiles(ctx, t):
+        first, r = t.tile(tile)
+        x = x_q.alloc_tensor(np.float32)
+        if j > 0:
+            ctx.wait_flag("S_MTE2", 0)                          # S's -inf writes are done
+        load_rows(ctx, x, probs_gm[first * E], r, E, Ea)
+        x_q.enque(x)
+        x = x_q.deque(np.float32)
+        v = v_q.alloc_tensor(np.float32)
+        i = i_q.alloc_tensor(np.int32)
+        if j > 0:
+            ctx.wait_flag("MTE3_S", 0)                          # the last tile's outputs are out
+        for row in range(r):
+            for k in range(K):
+                ctx.reduce_max(pair, x[row * Ea], tmp, E, True)
+                ctx.set_flag("V_S", 0)
+                ctx.wait_flag("V_S", 0)
+                best, at = pair.get_value(0), pair_bits.get_value(1)
+                v.set_value(row * K + k, best)
+                i.set_value(row * K + k, at)
+                x.set_value(row * Ea + at, NEG_INF)             # knock the winner out
+                ctx.set_flag("S_V", 0)
+                ctx.wait_flag("S_V", 0)
+        ctx.set_flag("S_MTE2", 0)
+        x_q.free_tensor(x)
+        ctx.set_flag("S_MTE3", 0)                               # results written by S
+        ctx.wait_flag("S_MTE3", 0)
+        v_q.enque(v)
+        i_q.enque(i)
+        v, i = v_q.deque(np.float32), i_q.deque(np.int32)
+        store_rows(ctx, values_gm[first * K], v, r, K, K)
+        store_rows(ctx, indices_gm[first * K], i, r, K, K)
+        v_q.free_tensor(v)
+        i_q.free_tensor(i)
+        ctx.set_flag("MTE3_S", 0)
+    ctx.wait_flag("S_MTE2", 0)                                  # pair the last set_flags
+    ctx.wait_flag("MTE3_S", 0)
+
+
+@npu_kernel(block_classes=_row_classes)
+def topk_sort_kernel(ctx, probs_gm, values_gm, indices_gm, tiling_bytes):
+    """Generic TopK of every row of [N, E] probabilities: a full sort (Sort32 + MrgSort) on the
+    910B, K rounds of ReduceMax on the 310P (which has no Sort32 / MrgSort)."""
+    t = RowTiling.unpack(tiling_bytes)
+    if check_supported(ctx.hw.isa, "Sort32") is None and check_supported(ctx.hw.isa, "MrgSort") is None:
+        _topk_sort(ctx, t, probs_gm, values_gm, indices_gm)
+    else:
+        _topk_argmax(ctx, t, probs_gm, values_gm, indices_gm)
+
+
+# ---- 3. Renormalise -----------------------------------------------------------------------------
 @npu_kernel(block_classes=_row_classes)
 def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
-    """weights = values / sum(values) per row of [N, K]."""
+    """weights = values / sum(values) per row of the compact [N, K]: per row a bit-masked
+    WholeReduceSum and a bit-masked Div inside the 32-byte-aligned repeat holding the row."""
     t = RowTiling.unpack(tiling_bytes)
-    x_q = ctx.pipe.init_queue("VECIN", 1, t.rows * t.K * 4, "values")
-    y_q = ctx.pipe.init_queue("VECOUT", 1, t.rows * t.K * 4, "weights")
-    row_sum = ctx.pipe.alloc_local(np.float32, t.rows, "row_sum")
-    for tile in _my_tiles(ctx, t):
+    K, R = t.K, t.rows
+    if K > 56:
+        raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: K <= 56, got K={K}")
+    x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_q, 1, _bytes(_round(R * K, 64)), name="values")
+    ctx.pipe.init_buffer(y_q, 1, _bytes(_round(R * K, 64)), name="weights")
+    row_sum = _tbuf(ctx, _bytes(_round(R, 8)), "row_sum")
+    bcast = _tbuf(ctx, _bytes(_round(R, 8) * 8), "row_bcast")
+    for _j, tile in _my_tiles(ctx, t):
         first, r = t.tile(tile)
-        n = r * t.K
         x = x_q.alloc_tensor(np.float32)
-        ctx.data_copy(x, values_gm[first * t.K:first * t.K + n], n)
+        load_rows(ctx, x, values_gm[first * K], 1, r * K, r * K)
         x_q.enque(x)
-        x = x_q.deque()
+        x = x_q.deque(np.float32)
         y = y_q.alloc_tensor(np.float32)
-        ctx.whole_reduce_sum(row_sum, x, rows=r, row_len=t.K)
-        ctx.div(y, x, row_sum, n, rows=r, broadcast="row")
+        for row in range(r):                     # lanes row·K .. row·K+K-1 of the block-aligned repeat
+            base, lane = divmod(row * K, 8)
+            bits = [sum(1 << (lane + l) for l in range(K)), 0]
+            ctx.whole_reduce_sum(row_sum[row], x[8 * base], bits, 1, 1, 1, 8)
+        ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+        for row in range(r):
+            base, lane = divmod(row * K, 8)
+            bits = [sum(1 << (lane + l) for l in range(K)), 0]
+            ctx.div(y[8 * base], x[8 * base], bcast[8 * row], bits, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0))
         x_q.free_tensor(x)
         y_q.enque(y)
-        y = y_q.deque()
-        ctx.data_copy(weights_gm[first * t.K:first * t.K + n], y, n)
+        y = y_q.deque(np.float32)
+        store_rows(ctx, weights_gm[first * K], y, 1, r * K, r * K)
         y_q.free_tensor(y)
 
 

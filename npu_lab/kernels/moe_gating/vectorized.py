@@ -143,14 +143,17 @@ def repeat_chunks(n: int, size: int = MAX_REPEAT):
         yield start, min(size, n - start)
 
 
-def load_rows(ctx, dst, gm, rows: int, E: int, stride: int) -> None:
+def load_rows(ctx, dst, gm, rows: int, E: int, stride: int, pad: float | None = None) -> None:
     """``rows`` rows of E elements, contiguous in GM, into UB at ``stride`` elements a row: one
     instruction. DataCopy when a row is whole 32-byte blocks (contiguous if stride = E, else
-    DataCopyParams with a UB gap), otherwise DataCopyPad (each row padded to 32 B in UB, the pad
-    bytes undefined: nothing reads them)."""
+    DataCopyParams with a UB gap), otherwise DataCopyPad: each row padded to 32 B in UB, with
+    ``pad`` as right padding (isPad) or, when ``pad`` is None, the hardware's dummy bytes (then
+    nothing may read them)."""
     size = dst.dtype.itemsize
     row_bytes = E * size
     per_block = BLOCK_BYTES // size
+    if rows == 1:                       # one row: no stride between rows
+        stride = E if row_bytes % BLOCK_BYTES == 0 else ceil_div(E, per_block) * per_block
     if row_bytes % BLOCK_BYTES == 0:
         if stride == E:
             ctx.data_copy(dst, gm, rows * E)
@@ -159,8 +162,10 @@ def load_rows(ctx, dst, gm, rows: int, E: int, stride: int) -> None:
                                                   (stride - E) * size // BLOCK_BYTES))
     else:
         gap = (stride - ceil_div(E, per_block) * per_block) * size // BLOCK_BYTES
-        ctx.data_copy_pad(dst, gm, DataCopyExtParams(rows, row_bytes, 0, gap, 0),
-                          DataCopyPadExtParams(False, 0, 0, 0))
+        right = ceil_div(E, per_block) * per_block - E
+        pad_params = (DataCopyPadExtParams(False, 0, 0, 0) if pad is None
+                      else DataCopyPadExtParams(True, 0, right, pad))
+        ctx.data_copy_pad(dst, gm, DataCopyExtParams(rows, row_bytes, 0, gap, 0), pad_params)
 
 
 def store_rows(ctx, gm, src, rows: int, n: int, stride: int) -> None:
