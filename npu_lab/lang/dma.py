@@ -236,12 +236,15 @@ class DmaOps:
             return
         rows = gm.data[g].reshape(p.block_count, per_block)
         block = np.empty((p.block_count, ub_block), local.dtype)
-        if pad.is_pad:
+        # the page's fill rules: with no left/right padding the dummy repeats the block's first
+        # element (whatever isPad says); with padding, isPad fills it all with paddingValue and
+        # otherwise padding and dummy are "随机值" (undefined bytes)
+        if not (left or right):
+            block[:] = rows[:, :1]
+        elif pad.is_pad:
             block[:] = np.asarray(pad.padding_value).astype(local.dtype)
-        elif left or right:
-            block.view(np.uint8)[:] = 0xFF        # "随机值": undefined bytes
         else:
-            block[:] = rows[:, :1]                # dummy = the block's first element
+            block.view(np.uint8)[:] = 0xFF
         block[:, left:left + per_block] = rows
         idx = (u0 + np.arange(ub_block)).ravel()
         local.data[idx] = block.ravel()

@@ -145,7 +145,8 @@ def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: i
         raise AscendCRuleError(
             f"{what} '{t.name}': {repeat} repeat(s) with block stride {blk_stride} and repeat stride "
             f"{rep_stride} reach element {int(off.max())}, past the tensor's {t.count} elements "
-            "from its address; the hardware would read or write the UB beyond it")
+            "from its address; the hardware would read or write the UB beyond it. Lower repeat_time "
+            "or the strides, or give the tensor more room")
     return off
 
 
@@ -177,6 +178,12 @@ class VectorOps:
         return n
 
     def _check_repeat(self, repeat_time) -> int:
+        if isinstance(repeat_time, numbers.Integral) and not isinstance(repeat_time, (bool, np.bool_)) \
+                and repeat_time > MAX_REPEAT:
+            raise AscendCRuleError(
+                f"repeat_time must be 0..{MAX_REPEAT} (repeatTime is a uint8_t), got {repeat_time}; "
+                f"split the work into instructions of at most {MAX_REPEAT} repeats, or use the tensor "
+                "form with a count")
         return _whole("repeat_time", repeat_time, 0, MAX_REPEAT)
 
     def _check_float(self, name, *tensors):
