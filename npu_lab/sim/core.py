@@ -206,6 +206,7 @@ class CoreState:
         """``ALL``: the scalar unit waits until every pipe has drained, and no pipe starts its
         next instruction before that. A barrier on one pipe costs nothing here because each
         pipe is already in order."""
+        self.log_call(f"PipeBarrier<PIPE_{pipe}>")
         if pipe == "ALL":
             t = max(self.free.values())
             for p in self.pipes:

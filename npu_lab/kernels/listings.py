@@ -1,0 +1,935 @@
+"""The Ascend C listing beside each course kernel, and the check that both say the same thing
+(issue 8 §4).
+
+Every course kernel has a C++ file next to its Python (``scaled_add.cpp``, ``moe_gating/fused_v1.cpp``,
+...): the kernel class with ``Init`` / ``Process`` / ``CopyIn`` / ``Compute`` / ``CopyOut``, ``TPipe``,
+``TQue`` / ``TBuf``, ``InitBuffer``, the tiling struct read with ``GET_TILING_DATA`` and the
+``extern "C" __global__ __aicore__`` entry. This module reads them:
+
+* :func:`listing` — the C++ text of a kernel (``listing("v2")``);
+* :func:`cpp_calls` — the Ascend C calls of a listing in program order (methods and helpers
+  inlined from the entry; each loop body and each branch once), names as in ``ASCEND_C_API``;
+* :func:`cpp_program` — the same as a tree (loops, branches), what the comparison matches against;
+* :func:`traced_calls` — what one block of a small traced Python run called, in order;
+* :func:`compare` — does a traced run follow a listing? (loops: any number of iterations,
+  ``if``/``else``: either branch; reports where they part and which loops / branches were used).
+
+Conventions a listing follows (the parser is small, not a C++ compiler):
+
+* The scalar work the Python charges with one ``ctx.scalar("NAME", ...)`` is marked in the C++ by a
+  comment ``// scalar: NAME`` on the line before the statement that does it (a helper call, a
+  block or a loop); that statement counts as the one unit ``"scalar: NAME"``.
+* One ``extern "C" __global__`` entry per launch; a file with several entries names each
+  ``<something>_<version>`` (``moe_gating_v2_bad_sync``) or lists them in launch order (the
+  discrete chain's three kernels).
+* ``if constexpr (FLAG)`` on a bool template parameter is resolved from the template arguments
+  the entry instantiates (``KernelMoeGatingV2<DTYPE_GATE, true> op;``); other ``if``s are runtime
+  branches. ``switch`` is not supported; ``break`` / ``continue`` / early ``return`` are ignored.
+* Only calls are read: ``DataCopy(...)``, ``q.EnQue(x)``, ``SetFlag<HardEvent::MTE2_S>(0)``,
+  ``PipeBarrier<PIPE_ALL>()``, ``pipe.InitBuffer(...)`` (``TPipe::InitBuffer``),
+  ``buf.Get<float>()`` (``TBuf::Get``); parameter structs written with braces
+  (``DataCopyExtParams{1, K * sizeof(float), 0, 0, 0}``) are arguments, not calls.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..lang.api_map import ASCEND_C_API
+
+__all__ = ["REGISTRY", "ListingSpec", "spec_entries", "ListingError", "ListingMissing", "ALLOWED_CPP_NAMES", "INSTRUCTIONS",
+           "SYNC_CALLS", "listing", "listing_path", "cpp_calls", "cpp_program", "cpp_call_names",
+           "cpp_entries", "traced_calls", "instruction_name", "compare", "Match"]
+
+KERNELS_DIR = Path(__file__).resolve().parent
+
+#: Ascend C calls that are instructions (an event in a BlockTrace: DMA, vector, scalar GetValue /
+#: SetValue): the calls of ``ctx`` except where-am-I and sync, plus the LocalTensor scalar accessors.
+INSTRUCTIONS = frozenset(
+    {k for k, v in ASCEND_C_API.items() if v["python"].startswith("KernelContext.")}
+    - {"GetBlockIdx", "GetBlockNum", "SetFlag", "WaitFlag", "PipeBarrier"} | {"GetValue", "SetValue"})
+#: Sync and queue calls (recorded by ``npu_lab.lang.context.record_calls``, not in a BlockTrace).
+SYNC_CALLS = frozenset({"SetFlag", "WaitFlag", "PipeBarrier", "AllocTensor", "EnQue", "DeQue", "FreeTensor",
+                        "TPipe::InitBuffer"})
+#: C++ method names that are an ASCEND_C_API entry under a qualified key.
+_ALIASES = {"InitBuffer": "TPipe::InitBuffer", "Get": "TBuf::Get"}
+#: Calls a listing may make that are not in ASCEND_C_API, and why (keep this short).
+ALLOWED_CPP_NAMES = {
+    "SetGlobalBuffer": "GlobalTensor::SetGlobalBuffer binds a GM address; the Python is handed GlobalTensors",
+}
+SCALAR_PREFIX = "scalar: "
+
+_KEYWORDS = frozenset(
+    "if else for while do switch case return break continue goto sizeof alignof decltype static_cast "
+    "reinterpret_cast const_cast dynamic_cast new delete template typename constexpr operator "
+    "static_assert throw catch try using namespace class struct union enum".split())
+_CPP_TYPES = frozenset(
+    "void bool char int short long float double unsigned signed auto size_t half bfloat16_t int8_t int16_t "
+    "int32_t int64_t uint8_t uint16_t uint32_t uint64_t".split())
+
+
+class ListingError(ValueError):
+    """A listing the parser cannot read (unbalanced brackets, an unsupported construct, ...)."""
+
+
+class ListingMissing(FileNotFoundError):
+    """The listing of a registered kernel has not been written yet."""
+
+
+# ================================================================================================
+# The registry: which listing goes with which Python kernel, and the small runs that check it
+# ================================================================================================
+@dataclass(frozen=True)
+class ListingSpec:
+    """One course kernel's listing.
+
+    ``path`` is relative to ``npu_lab/kernels``; ``version`` names the Python side (a
+    ``moe_gating_topk`` version, or ``"scaled_add"``); ``cases`` are small shapes traced for the
+    comparison (together they must take every branch and loop of the listing); ``entry`` picks
+    the ``__global__`` function(s) (default: the one named ``*_<name>``, else all in file order,
+    one per launch); ``sync_order`` also compares the sync / queue calls in order."""
+
+    name: str
+    path: str
+    version: str
+    cases: tuple[dict, ...]
+    entry: tuple[str, ...] | None = None
+    sync_order: bool = False
+    kernels: tuple[str, ...] = ()    # Python kernel function names that map to this listing
+
+    @property
+    def file(self) -> Path:
+        return KERNELS_DIR / self.path
+
+
+def _moe_cases(*shapes, **extra) -> tuple[dict, ...]:
+    """(B, S, E, K, tile_s) shapes on a one-core chip: one block loops over every tile."""
+    return tuple(dict(B=b, S=s, E=e, K=k, tile_s=ts, cores=1, **extra) for b, s, e, k, ts in shapes)
+
+
+# E = 12 fp32 rows are 48 B (DataCopyPad), E = 16 are 64 B (DataCopy); S = 5, tileS = 2 gives
+# tiles of 2, 2, 1 points (a prefetch, a reused slot, a tail); K = 4 with 2 points is 32 B out.
+_SCALAR_SHAPES = ((1, 5, 12, 2, 2), (1, 5, 16, 2, 2))
+_VECTOR_SHAPES = ((1, 5, 12, 2, 2), (1, 5, 16, 4, 2), (2, 3, 64, 1, 2), (1, 9, 40, 8, 4))
+
+REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
+    ListingSpec("scaled_add", "scaled_add.cpp", "scaled_add",
+                (dict(n=40, tile_len=16, num_buffers=2), dict(n=37, tile_len=16, num_buffers=1)),
+                entry=("scaled_add",), sync_order=True, kernels=("scaled_add_kernel",)),
+    ListingSpec("discrete", "moe_gating/discrete.cpp", "discrete", _moe_cases(*_VECTOR_SHAPES),
+                kernels=("softmax_kernel", "topk_sort_kernel", "renormalise_kernel")),
+    ListingSpec("v1", "moe_gating/fused_v1.cpp", "v1", _moe_cases(*_SCALAR_SHAPES),
+                entry=("moe_gating_v1",), sync_order=True, kernels=("moe_gating_v1_kernel",)),
+    ListingSpec("v2", "moe_gating/fused_v2.cpp", "v2", _moe_cases(*_SCALAR_SHAPES),
+                entry=("moe_gating_v2",), sync_order=True, kernels=("moe_gating_v2_kernel",)),
+    ListingSpec("v2_bad_sync", "moe_gating/fused_v2.cpp", "v2_bad_sync", _moe_cases(*_SCALAR_SHAPES),
+                entry=("moe_gating_v2_bad_sync",), sync_order=True, kernels=("moe_gating_v2_bad_sync_kernel",)),
+    ListingSpec("v2c", "moe_gating/fused_v2c.cpp", "v2c", _moe_cases((1, 5, 12, 2, 2), (1, 5, 16, 4, 2)),
+                entry=("moe_gating_v2c",), sync_order=True, kernels=("moe_gating_v2c_kernel",)),
+    ListingSpec("v3", "moe_gating/vectorized.cpp", "v3", _moe_cases(*_VECTOR_SHAPES),
+                kernels=("moe_gating_v3_kernel",)),
+    ListingSpec("v3_fast_exp", "moe_gating/vectorized.cpp", "v3_fast_exp", _moe_cases(*_VECTOR_SHAPES),
+                kernels=("moe_gating_v3_fast_exp_kernel",)),
+    ListingSpec("v4", "moe_gating/sorted_topk.cpp", "v4",
+                tuple(dict(c, tile_s=None) for c in _moe_cases(*_VECTOR_SHAPES)),
+                kernels=("moe_gating_v4_kernel",)),
+)}
+
+
+def _spec(name) -> ListingSpec:
+    if not isinstance(name, str):
+        name = getattr(name, "__name__", name)       # a kernel function
+    if not isinstance(name, str):
+        raise TypeError(f"name a kernel by its version or function name (a str), got {type(name).__name__}")
+    if name in REGISTRY:
+        return REGISTRY[name]
+    for spec in REGISTRY.values():
+        if name in spec.kernels:
+            return spec
+    known = sorted(set(REGISTRY) | {k for s in REGISTRY.values() for k in s.kernels})
+    raise ValueError(f"no listing registered for {name!r}; known: {', '.join(known)}")
+
+
+def listing_path(version_or_kernel_name) -> Path:
+    """Where the listing of ``version_or_kernel_name`` lives (it may not exist yet)."""
+    return _spec(version_or_kernel_name).file
+
+
+def listing(version_or_kernel_name) -> str:
+    """The Ascend C text of a course kernel: a version (``"v1"``, ``"v2c"``, ``"scaled_add"``) or a
+    Python kernel's name (``"moe_gating_v1_kernel"``). Raises :class:`ListingMissing` when the file
+    has not been written yet."""
+    spec = _spec(version_or_kernel_name)
+    if not spec.file.exists():
+        raise ListingMissing(f"the Ascend C listing of {spec.name!r} ({spec.file.relative_to(KERNELS_DIR.parent.parent)}) "
+                             "has not been written yet")
+    return spec.file.read_text(encoding="utf-8")
+
+
+def spec_entries(version_or_kernel_name, text: str | None = None) -> list[str]:
+    """The ``__global__`` entries compared with the launches of a kernel, in launch order: the
+    registry's ``entry``, else the entry named ``<name>`` or ``*_<name>``, else (when no other
+    registered kernel shares the file) every entry in file order. Raises :class:`ListingMissing`
+    when the file or its entry is not written yet."""
+    spec = _spec(version_or_kernel_name)
+    text = listing(spec.name) if text is None else text
+    names = cpp_entries(text)
+    if spec.entry is not None:
+        missing = [e for e in spec.entry if e not in names]
+        if missing:
+            raise ListingError(f"{spec.path} has no __global__ entry {', '.join(missing)}; entries: {', '.join(names)}")
+        return list(spec.entry)
+    mine = [n for n in names if n == spec.name or n.endswith("_" + spec.name)]
+    if mine:
+        return mine
+    if any(other.path == spec.path for other in REGISTRY.values() if other.name != spec.name):
+        raise ListingMissing(f"{spec.path} has no entry named *_{spec.name} yet (entries: {', '.join(names) or 'none'})")
+    return names
+
+
+# ================================================================================================
+# Reading C++: tokens, definitions, a program tree
+# ================================================================================================
+@dataclass(frozen=True)
+class Tok:
+    text: str
+    line: int
+
+
+_LEXEMES = re.compile(r"""
+    (?P<marker>@SCALAR\d+@)
+  | (?P<ident>[A-Za-z_]\w*)
+  | (?P<number>0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFuUlL]*)
+  | (?P<op>::|->|<<|\+\+|--|&&|\|\||[<>=!+\-*/%&|^]=|[{}()\[\];,.<>?:~!+\-*/%&|^=])
+  | (?P<space>\s+)
+  | (?P<other>.)""", re.X)
+_STRIP = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*|^[ \t]*#[^\n]*', re.S | re.M)
+_MARKER = re.compile(r"//\s*scalar:\s*(\S.*?)\s*$", re.M)
+
+
+def _tokens(text: str) -> tuple[list[Tok], list[str]]:
+    """Tokens (comments, strings and preprocessor lines dropped; line numbers kept) and the names
+    of the ``// scalar: NAME`` markers (token ``@SCALARi@``)."""
+    if not isinstance(text, str):
+        raise TypeError(f"a listing is C++ source text (str), got {type(text).__name__}")
+    markers: list[str] = []
+
+    def mark(m):
+        markers.append(m.group(1))
+        return f"@SCALAR{len(markers) - 1}@"
+
+    text = _MARKER.sub(mark, text)
+
+    def blank(m):
+        return re.sub(r"[^\n]", " ", m.group(0))      # strings too: only calls matter
+
+    text = _STRIP.sub(blank, text)
+    out, line = [], 1
+    for m in _LEXEMES.finditer(text):
+        kind, s = m.lastgroup, m.group(0)
+        if kind == "other":
+            raise ListingError(f"line {line}: unexpected character {s!r}")
+        if kind != "space":
+            out.append(Tok(s, line))
+        line += s.count("\n")
+    return out, markers
+
+
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+def _match(toks: list[Tok], i: int) -> int:
+    """Index of the bracket closing the one at ``i`` ((, [ or {)."""
+    stack = []
+    for j in range(i, len(toks)):
+        s = toks[j].text
+        if s in _CLOSE:
+            stack.append(_CLOSE[s])
+        elif s in (")", "]", "}"):
+            if not stack or stack.pop() != s:
+                raise ListingError(f"line {toks[j].line}: unbalanced {s!r}")
+            if not stack:
+                return j
+    raise ListingError(f"line {toks[i].line}: {toks[i].text!r} is never closed")
+
+
+_TEMPLATE_ARG_TOKENS = re.compile(r"^(?:[A-Za-z_]\w*|\d\w*|::|,|\*|&|<|>)$")
+
+
+def _template_close(toks: list[Tok], i: int) -> int | None:
+    """If ``toks[i]`` is ``<`` opening template arguments (only names, numbers, ``::``, commas,
+    ``*`` / ``&`` and nested ``<>``), the index of its ``>``; else None (a comparison)."""
+    depth = 0
+    for j in range(i, min(len(toks), i + 64)):
+        s = toks[j].text
+        if not _TEMPLATE_ARG_TOKENS.match(s):
+            return None
+        if s == "<":
+            depth += 1
+        elif s == ">":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def _split_commas(toks: list[Tok]) -> list[list[Tok]]:
+    parts, cur, depth = [], [], 0
+    for t in toks:
+        if t.text in ("(", "[", "{", "<"):
+            depth += 1
+        elif t.text in (")", "]", "}", ">"):
+            depth -= 1
+        if t.text == "," and depth == 0:
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+@dataclass
+class _Func:
+    name: str
+    owner: str | None
+    body: list[Tok]
+    is_global: bool
+    line: int
+
+
+@dataclass
+class _Class:
+    name: str
+    params: list[str]
+
+
+@dataclass
+class _Unit:
+    """Definitions found in one listing."""
+
+    funcs: dict[tuple[str | None, str], _Func] = field(default_factory=dict)
+    classes: dict[str, _Class] = field(default_factory=dict)
+    entries: list[_Func] = field(default_factory=list)
+    markers: list[str] = field(default_factory=list)
+    global_tensors: set[str] = field(default_factory=set)   # names declared GlobalTensor<...>
+
+
+def _template_params(toks: list[Tok], lt: int, gt: int) -> list[str]:
+    names = []
+    for part in _split_commas(toks[lt + 1:gt]):
+        words = [t.text for t in part]
+        if "=" in words:
+            words = words[:words.index("=")]
+        idents = [w for w in words if re.match(r"^[A-Za-z_]\w*$", w)]
+        if idents:
+            names.append(idents[-1])
+    return names
+
+
+def _scan(toks: list[Tok], lo: int, hi: int, owner: str | None, unit: _Unit) -> None:
+    """Find class and function definitions in ``toks[lo:hi]`` (namespace or class scope)."""
+    i, params, decl_start = lo, [], lo
+    while i < hi:
+        s = toks[i].text
+        if s == "template" and i + 1 < hi and toks[i + 1].text == "<":
+            gt = _template_close(toks, i + 1)
+            if gt is None:
+                raise ListingError(f"line {toks[i].line}: cannot read this template parameter list")
+            params = _template_params(toks, i + 1, gt)
+            i = gt + 1
+            continue
+        if s in ("class", "struct", "union") and i + 1 < hi and re.match(r"^[A-Za-z_]\w*$", toks[i + 1].text):
+            name = toks[i + 1].text
+            j = i + 2
+            while j < hi and toks[j].text not in ("{", ";"):
+                j += 1
+            if j < hi and toks[j].text == "{":
+                end = _match(toks, j)
+                unit.classes[name] = _Class(name, params)
+                _scan(toks, j + 1, end, name, unit)
+                i = end + 1
+            else:
+                i = j + 1
+            params, decl_start = [], i
+            continue
+        if s == "namespace":
+            j = i + 1
+            while j < hi and toks[j].text not in ("{", ";"):
+                j += 1
+            if j < hi and toks[j].text == "{":
+                end = _match(toks, j)
+                _scan(toks, j + 1, end, owner, unit)
+                i = end + 1
+            else:
+                i = j + 1
+            decl_start = i
+            continue
+        if (re.match(r"^[A-Za-z_]\w*$", s) and s not in _KEYWORDS and i + 1 < hi and toks[i + 1].text == "("):
+            close = _match(toks, i + 1)
+            k = close + 1
+            while k < hi and toks[k].text in ("const", "override", "noexcept", "final"):
+                k += 1
+            if k < hi and toks[k].text == ":" and owner == s:        # constructor initialiser list
+                while k < hi and toks[k].text != "{":
+                    k += 1
+            if k < hi and toks[k].text == "{":
+                end = _match(toks, k)
+                fowner = owner
+                if i >= 2 and toks[i - 1].text == "::":              # Class<T>::Method defined outside
+                    j = i - 2
+                    if toks[j].text == ">":
+                        depth = 0
+                        while j > 0:
+                            depth += {">": 1, "<": -1}.get(toks[j].text, 0)
+                            if depth == 0:
+                                break
+                            j -= 1
+                        j -= 1
+                    fowner = toks[j].text
+                decl = [t.text for t in toks[decl_start:i]]
+                func = _Func(s, fowner, toks[k + 1:end], "__global__" in decl, toks[i].line)
+                unit.funcs[(fowner, s)] = func
+                if func.is_global:
+                    unit.entries.append(func)
+                i = end + 1
+                params, decl_start = [], i
+                continue
+        if s == "{":
+            i = _match(toks, i) + 1
+            continue
+        if s in (";", "}"):
+            decl_start = i + 1
+            params = [] if s == ";" else params
+        i += 1
+
+
+def _global_tensors(toks: list[Tok]) -> set[str]:
+    """Names declared ``GlobalTensor<T> a, b;`` or ``const GlobalTensor<T>& a`` (the GM operands)."""
+    names = set()
+    for i, t in enumerate(toks):
+        if t.text != "GlobalTensor" or i + 1 >= len(toks) or toks[i + 1].text != "<":
+            continue
+        j = _template_close(toks, i + 1)
+        if j is None:
+            continue
+        j += 1
+        while j < len(toks) and toks[j].text in ("&", "*", "const"):
+            j += 1
+        while j < len(toks) and re.match(r"^[A-Za-z_]\w*$", toks[j].text) and toks[j].text not in _KEYWORDS:
+            names.add(toks[j].text)
+            if j + 2 < len(toks) and toks[j + 1].text == "," and toks[j + 2].text not in _KEYWORDS \
+                    and toks[j + 2].text not in ("const", "GlobalTensor", "LocalTensor"):
+                j += 2
+            else:
+                break
+    return names
+
+
+def _unit(text: str) -> _Unit:
+    toks, markers = _tokens(text)
+    unit = _Unit(markers=markers, global_tensors=_global_tensors(toks))
+    _scan(toks, 0, len(toks), None, unit)
+    return unit
+
+
+# ---- the program tree ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Call:
+    """One Ascend C call (``name`` an ASCEND_C_API key or ``"scalar: ..."``); ``token`` adds the
+    HardEvent / pipe of SetFlag, WaitFlag and PipeBarrier (``"SetFlag<MTE2_S>"``)."""
+
+    name: str
+    token: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Loop:
+    body: tuple
+    line: int
+
+
+@dataclass(frozen=True)
+class Branch:
+    """``if`` / ``else``: ``alternatives`` in source order; ``has_else`` False adds an empty one."""
+
+    alternatives: tuple[tuple, ...]
+    has_else: bool
+    line: int
+
+
+_DMA = ("DataCopy", "DataCopyPad")
+
+
+def _api_name(name: str) -> str | None:
+    name = _ALIASES.get(name, name)
+    return name if name in ASCEND_C_API else None
+
+
+def _call_token(name: str, targs: list[Tok]) -> str:
+    if name in ("SetFlag", "WaitFlag", "PipeBarrier") and targs:
+        return f"{name}<{targs[-1].text}>"           # HardEvent::MTE2_S -> MTE2_S
+    return name
+
+
+class _Reader:
+    """Walks function bodies from an entry, inlining the listing's own functions and methods."""
+
+    def __init__(self, unit: _Unit):
+        self.unit = unit
+        self.stack: list[tuple] = []
+
+    # ---- statements ------------------------------------------------------------------------------
+    def block(self, toks: list[Tok], owner, consts, local) -> tuple:
+        nodes, i = [], 0
+        while i < len(toks):
+            got, i = self.statement(toks, i, owner, consts, local)
+            nodes.extend(got)
+        return tuple(nodes)
+
+    def statement(self, toks, i, owner, consts, local):
+        s = toks[i].text
+        line = toks[i].line
+        if s == "{":
+            end = _match(toks, i)
+            return self.block(toks[i + 1:end], owner, consts, dict(local)), end + 1
+        if s == ";":
+            return (), i + 1
+        if s.startswith("@SCALAR"):
+            if i + 1 >= len(toks):
+                raise ListingError(f"line {line}: a '// scalar:' marker with no statement after it")
+            _, nxt = self.statement(toks, i + 1, owner, consts, dict(local))
+            name = SCALAR_PREFIX + self.unit.markers[int(s[7:-1])]
+            return (Call(name, name, line),), nxt
+        if s in ("for", "while"):
+            close = _match(toks, i + 1)
+            head = self.calls(toks[i + 2:close], owner, consts, local)
+            body, nxt = self.statement(toks, close + 1, owner, consts, dict(local))
+            return head + (Loop(tuple(body), line),), nxt
+        if s == "do":
+            body, nxt = self.statement(toks, i + 1, owner, consts, dict(local))
+            if nxt >= len(toks) or toks[nxt].text != "while":
+                raise ListingError(f"line {line}: do without while")
+            close = _match(toks, nxt + 1)
+            return (Loop(tuple(body), line),), close + 2
+        if s == "if":
+            j = i + 1
+            constexpr = toks[j].text == "constexpr"
+            if constexpr:
+                j += 1
+            close = _match(toks, j)
+            cond = [t.text for t in toks[j + 1:close]]
+            head = self.calls(toks[j + 1:close], owner, consts, local)
+            then, nxt = self.statement(toks, close + 1, owner, consts, dict(local))
+            other, has_else = (), False
+            if nxt < len(toks) and toks[nxt].text == "else":
+                other, nxt = self.statement(toks, nxt + 1, owner, consts, dict(local))
+                has_else = True
+            known = _const_bool(cond, consts)
+            if known is not None:
+                return head + tuple(then if known else other), nxt
+            if constexpr:
+                raise ListingError(f"line {line}: cannot resolve 'if constexpr ({' '.join(cond)})'; "
+                                   "use a bool template parameter the entry instantiates")
+            return head + (Branch((tuple(then), tuple(other)) if has_else else (tuple(then),), has_else, line),), nxt
+        if s == "switch":
+            raise ListingError(f"line {line}: switch is not supported by the listing reader; write if / else")
+        # an expression or declaration statement, up to ';' outside brackets
+        j = i
+        while j < len(toks) and toks[j].text != ";":
+            j = _match(toks, j) + 1 if toks[j].text in _CLOSE else j + 1
+        stmt = toks[i:j]
+        self.declare(stmt, local)
+        return self.calls(stmt, owner, consts, local), j + 1
+
+    def declare(self, stmt, local) -> None:
+        """``Kernel<float, true> op;`` -> local['op'] = ('Kernel', {'T': 'float', 'FLAG': 'true'})."""
+        if not stmt or stmt[0].text not in self.unit.classes:
+            return
+        cls = self.unit.classes[stmt[0].text]
+        args, k = [], 1
+        if len(stmt) > 1 and stmt[1].text == "<":
+            gt = _template_close(stmt, 1)
+            if gt is None:
+                return
+            args = [" ".join(t.text for t in part) for part in _split_commas(stmt[2:gt])]
+            k = gt + 1
+        if k < len(stmt) and re.match(r"^[A-Za-z_]\w*$", stmt[k].text):
+            local[stmt[k].text] = (cls.name, dict(zip(cls.params, args)))
+
+    # ---- calls inside an expression --------------------------------------------------------------
+    def calls(self, toks, owner, consts, local) -> tuple:
+        found = []          # (index of the closing paren, nodes): C++ evaluates arguments first
+        for i, t in enumerate(toks):
+            s = t.text
+            if not re.match(r"^[A-Za-z_]\w*$", s) or s in _KEYWORDS or s in _CPP_TYPES or i + 1 >= len(toks):
+                continue
+            targs, j = [], i + 1
+            if toks[j].text == "<":
+                gt = _template_close(toks, j)
+                if gt is None or gt + 1 >= len(toks) or toks[gt + 1].text != "(":
+                    continue
+                targs, j = toks[j + 1:gt], gt + 1
+            if toks[j].text != "(":
+                continue
+            close = _match(toks, j)
+            receiver = toks[i - 2].text if i >= 2 and toks[i - 1].text in (".", "->") else None
+            qualifier = toks[i - 2].text if i >= 2 and toks[i - 1].text == "::" else None
+            nodes = self.call(s, targs, receiver, qualifier, owner, consts, local, t.line)
+            if nodes and isinstance(nodes[-1], Call) and nodes[-1].name in _DMA:
+                nodes = nodes[:-1] + (self.direction(nodes[-1], toks[j + 1:close]),)
+            found.append((close, nodes))
+        found.sort(key=lambda x: x[0])
+        return tuple(node for _, nodes in found for node in nodes)
+
+    def direction(self, call: Call, args: list[Tok]) -> Call:
+        """``DataCopy GM->UB`` when the source (2nd argument) is a GlobalTensor, ``UB->GM`` when
+        the destination is: the trace names the direction, so the listing must too."""
+        parts = _split_commas(args)
+        bases = [next((t.text for t in p if re.match(r"^[A-Za-z_]\w*$", t.text) and t.text != "this"), None)
+                 for p in parts[:2]]
+        gm = self.unit.global_tensors
+        if len(bases) == 2 and bases[0] in gm and bases[1] not in gm:
+            way = "UB->GM"
+        elif len(bases) == 2 and bases[1] in gm and bases[0] not in gm:
+            way = "GM->UB"
+        else:
+            raise ListingError(f"line {call.line}: cannot tell which operand of {call.name} is in global memory; "
+                               "declare it as a GlobalTensor<T> (a member, a local or a parameter)")
+        return Call(call.name, f"{call.name} {way}", call.line)
+
+    def call(self, name, targs, receiver, qualifier, owner, consts, local, line) -> tuple:
+        funcs = self.unit.funcs
+        target, bind = None, None
+        if receiver is not None and receiver in local:
+            cls, bind = local[receiver]
+            target = funcs.get((cls, name))
+        elif receiver == "this":
+            target = funcs.get((owner, name))
+        elif receiver is None and qualifier in (None, "AscendC"):
+            target = funcs.get((owner, name)) or funcs.get((None, name))
+        if target is None and receiver is not None and receiver not in local and _api_name(name) is None:
+            matches = [f for (o, n), f in funcs.items() if n == name and o is not None]
+            target = matches[0] if len(matches) == 1 else None
+        if target is not None:
+            key = (target.owner, target.name, tuple(sorted((bind or {}).items())))
+            if key in self.stack:
+                raise ListingError(f"line {line}: recursion through {name}() is not supported")
+            self.stack.append(key)
+            try:
+                inner = dict(consts) if target.owner == owner and bind is None else {}
+                inner.update(bind or {})
+                return self.block(target.body, target.owner, inner, {})
+            finally:
+                self.stack.pop()
+        api = _api_name(name)
+        if api is None:
+            return ()
+        return (Call(api, _call_token(api, targs), line),)
+
+
+def _const_bool(cond: list[str], consts: dict) -> bool | None:
+    """``FLAG`` / ``!FLAG`` with FLAG bound to true / false, or the literals; else None."""
+    neg = False
+    while cond and cond[0] == "!":
+        neg, cond = not neg, cond[1:]
+    if len(cond) == 1:
+        value = consts.get(cond[0], cond[0])
+        if value in ("true", "false"):
+            return (value == "true") != neg
+    return None
+
+
+def cpp_entries(text: str) -> list[str]:
+    """Names of the ``__global__`` entry functions of a listing, in file order."""
+    return [f.name for f in _unit(text).entries]
+
+
+def cpp_program(text: str, entry: str | None = None) -> tuple:
+    """The program tree an entry runs: :class:`Call`, :class:`Loop` and :class:`Branch` nodes in
+    order, the listing's own functions and methods inlined. ``entry=None``: the only entry (or
+    every entry, in file order, one after the other)."""
+    unit = _unit(text)
+    if not unit.entries:
+        raise ListingError('no extern "C" __global__ entry function in this listing')
+    if entry is None:
+        chosen = unit.entries
+    else:
+        chosen = [f for f in unit.entries if f.name == entry]
+        if not chosen:
+            raise ListingError(f"no __global__ entry {entry!r}; entries: {', '.join(f.name for f in unit.entries)}")
+    reader = _Reader(unit)
+    return tuple(node for f in chosen for node in reader.block(f.body, None, {}, {}))
+
+
+def _flatten(nodes) -> list[Call]:
+    out = []
+    for n in nodes:
+        if isinstance(n, Call):
+            out.append(n)
+        elif isinstance(n, Loop):
+            out.extend(_flatten(n.body))
+        else:
+            for alt in n.alternatives:
+                out.extend(_flatten(alt))
+    return out
+
+
+def cpp_calls(text: str, entry: str | None = None, *, detail: bool = False) -> list[str]:
+    """The Ascend C calls of a listing in program order, from its entry (``entry=None``: every
+    entry in file order): the listing's own methods and helpers inlined where they are called,
+    each loop body and each ``if`` / ``else`` branch once, in source order. Names are
+    ``ASCEND_C_API`` keys (``"DataCopy"``, ``"TPipe::InitBuffer"``) plus ``"scalar: NAME"`` for a
+    ``// scalar: NAME`` unit; ``detail=True`` gives ``"SetFlag<MTE2_S>"`` / ``"PipeBarrier<PIPE_ALL>"``."""
+    return [c.token if detail else c.name for c in _flatten(cpp_program(text, entry))]
+
+
+def cpp_call_names(text: str) -> list[tuple[str, int]]:
+    """Every call in the whole listing, reachable or not, that is not one of its own functions,
+    classes, a C++ keyword or a built-in type cast: ``(name, line)``, ``AscendC::`` dropped and
+    ``InitBuffer`` / ``Get`` given their ``ASCEND_C_API`` keys. Each should be an ``ASCEND_C_API``
+    key or in :data:`ALLOWED_CPP_NAMES`."""
+    unit = _unit(text)
+    own = {name for _, name in unit.funcs} | set(unit.classes)
+    toks, _ = _tokens(text)
+    out = []
+    for i, t in enumerate(toks[:-1]):
+        s = t.text
+        if not re.match(r"^[A-Za-z_]\w*$", s) or s in _KEYWORDS or s in _CPP_TYPES or s in own:
+            continue
+        j = i + 1
+        if toks[j].text == "<":
+            gt = _template_close(toks, j)
+            if gt is None:
+                continue
+            j = gt + 1
+        if j < len(toks) and toks[j].text == "(":
+            # a definition's own name was excluded above; anything else called is foreign
+            out.append((_ALIASES.get(s, s), t.line))
+    return out
+
+
+# ================================================================================================
+# The Python side: what one block called
+# ================================================================================================
+def instruction_name(event_name: str, pipe: str | None = None) -> str:
+    """The Ascend C name of a BlockTrace event: its first word (``"DataCopy GM->UB 256 B"`` ->
+    ``"DataCopy"``, ``"Add x4"`` -> ``"Add"``); a ``ctx.scalar("NAME")`` event (pipe S, not an API
+    name) -> ``"scalar: NAME"``."""
+    if not isinstance(event_name, str) or not event_name:
+        raise ValueError(f"an event name is a non-empty str, got {event_name!r}")
+    words = event_name.split()
+    first = words[0]
+    if first in _DMA and len(words) > 1 and words[1] in ("GM->UB", "UB->GM"):
+        return f"{first} {words[1]}"
+    if first in INSTRUCTIONS:
+        return first
+    if pipe in (None, "S"):
+        return SCALAR_PREFIX + event_name
+    raise ValueError(f"event {event_name!r} on pipe {pipe} is not an Ascend C instruction in ASCEND_C_API")
+
+
+def _tokens_of_log(log) -> list[str]:
+    out = []
+    for pipe, name in log:
+        if pipe is None:
+            out.append(_ALIASES.get(name, name))
+        else:
+            out.append(instruction_name(name, pipe))
+    return out
+
+
+def _run(spec: ListingSpec, case: dict):
+    """Run one case timing-only inside record_calls(); returns (timeline, logs)."""
+    from ..lang.context import record_calls
+    from ..presets import get_preset
+
+    case = dict(case)
+    hw = get_preset(case.pop("hw", "ascend-910b2"))
+    cores = case.pop("cores", None)
+    if cores is not None:
+        hw = hw.replace(vector_cores=cores, provenance_note="one core: one block loops over every tile")
+    with record_calls() as logs:
+        if spec.version == "scaled_add":
+            from .scaled_add import scaled_add
+            _, timeline = scaled_add(case.pop("n"), None, hw=hw, timing_only=True, block_dim=case.pop("block_dim", 1),
+                                     **case)
+        else:
+            from .moe_gating.run import VERSIONS, simulate_moe_gating
+            if spec.version not in VERSIONS:
+                raise ListingMissing(f"moe_gating_topk has no version {spec.version!r} yet")
+            dtype = np.dtype(case.pop("dtype", "float32"))
+            timeline = simulate_moe_gating(case.pop("B"), case.pop("S"), case.pop("E"), case.pop("K"),
+                                           version=spec.version, hw=hw, dtype=dtype, **case).timeline
+    return timeline, logs
+
+
+def traced_calls(version_or_kernel_name, case: dict | None = None, *, sync: bool = False) -> list[list[str]]:
+    """What the Python kernel called, for one small timing-only run: per launch (one for a fused
+    kernel, three for the discrete chain), the calls of its first simulated block in program
+    order — instructions as Ascend C names (``"DataCopyPad"``, ``"Add"``, ``"scalar: heap top-k +
+    softmax"``), and with ``sync=True`` also the sync / queue calls (``"SetFlag<MTE2_S>"``,
+    ``"EnQue"``, ``"TPipe::InitBuffer"``). ``case``: the shape (default: the registry's first)."""
+    spec = _spec(version_or_kernel_name)
+    if case is None:
+        case = spec.cases[0]
+    if not isinstance(case, dict):
+        raise TypeError(f"case is a dict of the run's shape (like {spec.cases[0]}), got {type(case).__name__}")
+    timeline, logs = _run(spec, case)
+    out, k = [], 0
+    for launch in timeline.launches:          # a timing-only run simulates one block per class
+        if k >= len(logs):
+            raise RuntimeError("fewer recorded blocks than the timeline's block classes")
+        calls = _tokens_of_log(logs[k])
+        out.append(calls if sync else [c for c in calls if _kind(c) == "instruction"])
+        k += len(launch.traces)
+    if k != len(logs):
+        raise RuntimeError(f"recorded {len(logs)} blocks but the timeline has {k} block classes")
+    return out
+
+
+def _kind(token: str) -> str:
+    base = token.split("<")[0].split(" ")[0]
+    if base in INSTRUCTIONS or token.startswith(SCALAR_PREFIX):
+        return "instruction"
+    if base in SYNC_CALLS:
+        return "sync"
+    return "other"
+
+
+# ================================================================================================
+# The comparison: does a call sequence follow the listing's program?
+# ================================================================================================
+@dataclass
+class Match:
+    """The result of :func:`compare`: ``ok``; if not, ``matched`` calls were followed before the
+    listing could not go on, and ``message`` says where; ``used`` holds the loops entered and
+    the branch alternatives taken, by source line (for coverage across cases; a helper inlined at
+    two call sites counts once)."""
+
+    ok: bool
+    matched: int
+    message: str
+    used: set
+    alternatives: dict      # id -> "line N: loop body" / "line N: if-branch 1" (every one there is)
+
+
+class _Nfa:
+    """Thompson automaton of a program tree: token edges and (tagged) empty edges."""
+
+    def __init__(self, nodes, keep):
+        self.edges: list[list[tuple]] = []      # state -> [(token or None, next, tag)]
+        self.names: dict = {}
+        self.start = self.new()
+        self.accept = self.build(nodes, self.start, keep)
+
+    def new(self) -> int:
+        self.edges.append([])
+        return len(self.edges) - 1
+
+    def build(self, nodes, s, keep) -> int:
+        for n in nodes:
+            if isinstance(n, Call):
+                if keep(n.token):
+                    t = self.new()
+                    self.edges[s].append((n.token, t, None))
+                    s = t
+            elif isinstance(n, Loop):
+                if not any(keep(c.token) for c in _flatten(n.body)):
+                    continue
+                tag = ("loop", n.line)   # per source line: a helper inlined twice is one loop
+                self.names[tag] = f"line {n.line}: the loop's body"
+                body = self.new()
+                self.edges[s].append((None, body, tag))
+                end = self.build(n.body, body, keep)
+                self.edges[end].append((None, s, None))
+                t = self.new()
+                self.edges[s].append((None, t, None))
+                s = t
+            else:
+                alts = [a for a in n.alternatives]
+                if not any(keep(c.token) for a in alts for c in _flatten(a)):
+                    continue
+                t = self.new()
+                for k, alt in enumerate(alts):
+                    a0 = self.new()
+                    tag = None
+                    if any(keep(c.token) for c in _flatten(alt)):
+                        tag = ("branch", n.line, k)
+                        self.names[tag] = f"line {n.line}: the {'else' if k else 'if'} branch"
+                    self.edges[s].append((None, a0, tag))
+                    self.edges[self.build(alt, a0, keep)].append((None, t, None))
+                if not n.has_else:
+                    self.edges[s].append((None, t, None))
+                s = t
+        return s
+
+    def closure(self, states: set) -> set:
+        out, todo = set(states), list(states)
+        while todo:
+            for tok, t, _ in self.edges[todo.pop()]:
+                if tok is None and t not in out:
+                    out.add(t)
+                    todo.append(t)
+        return out
+
+
+def compare(nodes, calls: list[str], *, sync: bool = False) -> Match:
+    """Does the call sequence ``calls`` (from :func:`traced_calls`) follow the program ``nodes``
+    (from :func:`cpp_program`)? Instructions only, or with ``sync=True`` also the sync / queue
+    calls. A loop matches any number of iterations and an ``if`` either branch, so loop counts
+    do not matter; every call must be there, none extra, in order."""
+    keep = (lambda tok: _kind(tok) in ("instruction", "sync")) if sync else (lambda tok: _kind(tok) == "instruction")
+    calls = [c for c in calls if keep(c)]
+    nfa = _Nfa(nodes, keep)
+    forward = [nfa.closure({nfa.start})]
+    for i, tok in enumerate(calls):
+        nxt = {t for s in forward[-1] for edge_tok, t, _ in nfa.edges[s] if edge_tok == tok}
+        if not nxt:
+            expected = sorted({e for s in forward[-1] for e, _, _ in nfa.edges[s] if e is not None})
+            if nfa.accept in forward[-1]:
+                expected.append("(the end)")
+            context = " → ".join(calls[max(0, i - 4):i])
+            return Match(False, i, f"call {i} of the trace is {tok!r} (after {context or 'the start'}), "
+                         f"but the listing expects {' or '.join(map(repr, expected)) or 'nothing more'}",
+                         set(), dict(nfa.names))
+        forward.append(nfa.closure(nxt))
+    if nfa.accept not in forward[-1]:
+        expected = sorted({e for s in forward[-1] for e, _, _ in nfa.edges[s] if e is not None})
+        return Match(False, len(calls), f"the trace ends after {len(calls)} calls but the listing goes on with "
+                     f"{' or '.join(map(repr, expected))}", set(), dict(nfa.names))
+    # backward: states from which the rest of the trace reaches the accept state
+    reverse: list[list[tuple]] = [[] for _ in nfa.edges]
+    for s, out in enumerate(nfa.edges):
+        for tok, t, tag in out:
+            reverse[t].append((tok, s, tag))
+
+    def back_closure(states):
+        out, todo = set(states), list(states)
+        while todo:
+            for tok, s, _ in reverse[todo.pop()]:
+                if tok is None and s not in out:
+                    out.add(s)
+                    todo.append(s)
+        return out
+
+    backward = [set()] * (len(calls) + 1)
+    backward[-1] = back_closure({nfa.accept})
+    for i in range(len(calls) - 1, -1, -1):
+        prev = {s for t in backward[i + 1] for tok, s, _ in reverse[t] if tok == calls[i]}
+        backward[i] = back_closure(prev)
+    used = set()
+    for i in range(len(calls) + 1):
+        live = forward[i] & backward[i]
+        for s in live:
+            for tok, t, tag in nfa.edges[s]:
+                if tok is None and tag is not None and t in backward[i]:
+                    used.add(tag)
+    return Match(True, len(calls), "", used, dict(nfa.names))
