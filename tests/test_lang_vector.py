@@ -669,3 +669,21 @@ def test_vector_ops_in_timing_only_runs_cost_the_same_and_compute_nothing():
     full, fast = run(False), run(True)
     assert full.core.finish().same_work_as(fast.core.finish())
     assert fast.ub.held[0].storage is None
+
+
+def test_vector_operand_errors_say_what_would_be_right():
+    """Vector ops take UB tensors only, counts within every operand, count >= 1, one dtype."""
+    from npu_lab import GlobalTensor
+
+    ctx = ctx_on()
+    a, small = scratch(ctx, np.float32, 16, "a"), scratch(ctx, np.float32, 8, "small")
+    with pytest.raises(TypeError, match="data_copy"):
+        ctx.add(a, GlobalTensor.from_array(np.zeros(8, np.float32)), a, 8)
+    with pytest.raises(AscendCRuleError, match="count=16 exceeds UB tensor 'small'"):
+        ctx.add(a, a, small, 16)
+    with pytest.raises(AscendCRuleError, match=">= 1"):
+        ctx.add(a, a, a, 0)
+    with pytest.raises(AscendCRuleError, match="share one dtype"):
+        ctx.add(a, a, scratch(ctx, np.float16, 16, "h"), 8)
+    with pytest.raises(TypeError, match="BinaryRepeatParams"):
+        ctx.add(a, a, a, 64, 1, UnaryRepeatParams())
