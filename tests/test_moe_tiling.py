@@ -50,18 +50,28 @@ def test_presets_have_the_ub_sizes_this_module_is_tested_against(b2, p3):
 
 
 def test_v3_budget_layout_by_hand():
+    # T=3 rows at Ep = 64 (E rounded up to 64), winners in rows of Kp = 8, T8 = 8, T32 = 32
     bufs = moe_ub_budget("v3", 3, 10, 3)
     assert [(b.name, b.dtype, b.elements, b.copies, b.bytes_each, b.total_bytes) for b in bufs] == [
-        ("scores", "float32", 30, 2, 128, 256),        # 120 B -> 4 blocks
-        ("topk_values", "float32", 9, 2, 64, 128),     # 36 B -> 2 blocks
-        ("topk_indices", "int32", 9, 2, 64, 128),
-        ("row_max", "float32", 3, 1, 32, 32),          # 12 B -> 1 block
-        ("row_argmax", "int32", 3, 1, 32, 32),
-        ("expert_iota", "int32", 10, 1, 64, 64),       # 40 B -> 2 blocks
-        ("select_mask", "float32", 30, 1, 128, 128),
-        ("exp_work", "float32", 27, 1, 128, 128),      # 3*T*K = 27 floats = 108 B -> 4 blocks
+        ("scores", "float32", 192, 2, 768, 1536),        # 3 x 64 floats
+        ("topk_values", "float32", 24, 2, 96, 192),      # T8 x K: GatherMask keeps whole repeats
+        ("topk_indices", "int32", 24, 2, 96, 192),
+        ("scores_work", "float32", 384, 1, 1536, 1536),  # knocked-out scores + a -inf block
+        ("select_mask", "uint8", 24, 1, 32, 32),         # 192 bits
+        ("row_results", "float32", 200, 1, 800, 800),    # pairs 64, values 32, argmax 32, iota 64, pattern 8
+        ("row_bcast", "float32", 192, 1, 768, 768),      # 3 Brcb targets of T8 x 8
+        ("topk_padded", "float32", 320, 1, 1280, 1280),  # values 64, indices 64, exp scratch 192
     ]
-    assert moe_ub_bytes("v3", 3, 10, 3) == 896
+    assert moe_ub_bytes("v3", 3, 10, 3) == 6336
+    # E > 64: a row is two repeats, the argmax broadcast two blocks, plus ReduceMax's tmp
+    wide = {b.name: b for b in moe_ub_budget("v3", 3, 65, 3)}
+    assert wide["scores"].elements == 3 * 128 and wide["select_mask"].elements == 3 * 128 // 8
+    assert wide["row_results"].elements > 200 and wide["row_bcast"].elements == 8 * 8 * 2 + 128
+
+
+def test_v3_budget_rejects_more_than_64_winners():
+    with pytest.raises(ValueError, match="K <= 64"):
+        moe_ub_budget("v3", 1, 100, 65)
 
 
 def test_v1_budget_for_the_article_shape():
