@@ -17,12 +17,13 @@ from .data import ARTICLE_SWEEP_SHAPE
 from .checks import (CheckResult, missing as _missing, parse_number as _number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from .kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
-                                 moe_ub_capacity, simulate_moe_gating, sweep)
+                                 moe_ub_capacity, simulate_moe_gating, sweep, unsupported_reason)
+from .kernels.moe_gating.run import ALWAYS_NEEDS
 from .presets import get_preset
 
 __all__ = ["check_discrete_hbm_bytes", "check_discrete_launch_share", "check_underflow_second_expert",
            "check_largest_tile_s", "check_tile_s_halving_e", "check_honest_ub_bytes",
-           "check_sweet_spot", "check_double_buffer_gain", "first_e_below_tile_s",
+           "check_sweet_spot", "check_double_buffer_gain", "check_missing_instruction", "first_e_below_tile_s",
            "SWEEP_TILE_S", "UNDERFLOW_LOGITS"]
 
 #: The shape the exercises use unless they say otherwise: the article's B=1, S=1024, E=64, K=2.
@@ -236,12 +237,16 @@ def _tile_sweep(chip: str, version: str):
     return sweep(version, B, S, E, K, chip, SWEEP_TILE_S).dropna(subset=["latency_us"])
 
 
-def check_sweet_spot(answer, chip: str = "ascend-310p3", version: str = "v1") -> CheckResult:
+def check_sweet_spot(answer, chip: str = "ascend-910b2", version: str = "v1") -> CheckResult:
     """Which tileS of 1, 2, 4, ..., 64 gives the lowest ``version`` latency at the article's shape
-    (B=1, S=1024, E=64, K=2) on ``chip``? Answer: a whole number. The message says why."""
+    (B=1, S=1024, E=64, K=2) on ``chip``? Answer: a whole number. The message says why (or that
+    ``version`` cannot run on ``chip`` at all: v1 needs DataCopyPad, which the 310P3 lacks)."""
     if answer is None:
         return _missing("a tileS, e.g. 8")
     hw = get_preset(chip)
+    why_not = unsupported_reason(version, hw)
+    if why_not:
+        return _wrong(f"There is no sweet spot to find: {why_not}.")
     df = _tile_sweep(chip, version)
     best = df.loc[df["latency_us"].idxmin()]
     truth, best_us = int(best["tileS"]), float(best["latency_us"])
@@ -278,6 +283,33 @@ def check_sweet_spot(answer, chip: str = "ascend-310p3", version: str = "v1") ->
                            f"best, tileS={truth}. {head} {why}", True)
     return _wrong(f"tileS={value} takes {mine:.1f} \u00b5s, {mine / best_us - 1:.0%} more than the best. Hint: "
                   "run the TileSweepExplorer with this chip and version, or `sweep(...)`.")
+
+
+def check_missing_instruction(answer, version: str = "v1", chip: str = "ascend-310p3") -> CheckResult:
+    """Which Ascend C instruction does ``version`` need that ``chip``'s core lacks (v1 on the 310P3:
+    DataCopyPad, for its 8-byte per-point stores)? Answer: the Ascend C name, any case, with or
+    without ``ctx.`` / snake_case."""
+    if answer is None:
+        return _missing("an Ascend C instruction name such as 'DataCopy'")
+    hw = get_preset(chip)
+    why_not = unsupported_reason(version, hw)
+    if why_not is None:
+        raise ValueError(f"{version} runs on {hw.name}: there is no missing instruction to ask about")
+    from .capabilities import check_supported
+
+    missing_names = [i for i in ALWAYS_NEEDS.get(version, ()) if check_supported(hw.isa, i)]
+    if not isinstance(answer, str):
+        return _wrong(f"Answer an instruction name as a string, such as 'DataCopy', not {answer!r}.")
+    norm = lambda name: name.lower().replace("ctx.", "").replace("_", "").strip()  # noqa: E731
+    if norm(answer) in {norm(m) for m in missing_names}:
+        return _right(f"{why_not}. Real operators for the 310P pad the tensor in global memory so every "
+                      "copy is whole 32-byte blocks, or write each tile's outputs in one whole-block copy.")
+    if norm(answer) == "datacopy":
+        return _wrong("DataCopy exists on every chip, but it moves whole 32-byte blocks only: a point's K "
+                      "results (8 bytes at K = 2) would be rounded down to nothing. Which instruction "
+                      "stores an 8-byte row? Try `unsupported_reason('v1', 'ascend-310p3')`.")
+    return _wrong(f"{answer!r} is not it. Hint: which instruction does v1 use for its per-point stores? "
+                  "`unsupported_reason('v1', 'ascend-310p3')` says it.")
 
 
 def check_double_buffer_gain(answer, chip: str = "article", tile_s: int = 8) -> CheckResult:

@@ -59,23 +59,42 @@ class KernelView:
         cpp = _highlight(self.cpp, "cpp") if self.cpp else f"<p><i>{html.escape(self.cpp_from)}</i></p>"
         col = ('<div style="flex:1 1 0;min-width:0">'
                '<div style="font-weight:bold;margin-bottom:4px">{title}</div>'
-               '<div class="npu-lab-src" style="max-height:560px;overflow:auto;font-size:12px">{body}</div></div>')
+               '<div style="max-height:560px;overflow:auto;font-size:12px">{body}</div></div>')
         return ('<div style="display:flex;gap:12px;align-items:flex-start">'
                 + col.format(title=f"Python · {html.escape(self.python_from)}", body=py)
                 + col.format(title=f"Ascend C · {html.escape(self.cpp_from)}", body=cpp)
                 + "</div>")
 
 
+def _call_names() -> tuple[frozenset, frozenset]:
+    """(Python names, C++ names) of the Ascend C calls, to mark them in both columns."""
+    from .lang.api_map import ASCEND_C_API
+
+    py = frozenset(v["python"].rsplit(".", 1)[-1] for v in ASCEND_C_API.values())
+    cpp = frozenset(k.rsplit("::", 1)[-1] for k in ASCEND_C_API)
+    return py, cpp
+
+
+_IDENT_CALL = re.compile(r"\b([A-Za-z_]\w*)(?=\s*[(<])")
+
+
 def _highlight(code: str, language: str) -> str:
-    """Colored HTML with inline styles when pygments is there (Jupyter installs it), else plain."""
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import CppLexer, PythonLexer
-    except ImportError:     # pragma: no cover - jupyter always brings pygments
-        return f"<pre>{html.escape(code)}</pre>"
-    lexer = PythonLexer() if language == "python" else CppLexer()
-    return highlight(code, lexer, HtmlFormatter(noclasses=True, nowrap=False, style="default"))
+    """The source as HTML: comments dimmed, Ascend C calls in bold (the same calls, side by side).
+    Light markup on purpose: a colourizer's per-token spans would make a 300-line listing
+    several times larger than the text."""
+    py_names, cpp_names = _call_names()
+    names = py_names if language == "python" else cpp_names
+    marker = "#" if language == "python" else "//"
+    out = []
+    for line in code.splitlines():
+        cut = line.find(marker)
+        body, comment = (line, "") if cut < 0 else (line[:cut], line[cut:])
+        body = html.escape(body)
+        body = _IDENT_CALL.sub(lambda m: f"<b>{m.group(1)}</b>" if m.group(1) in names else m.group(1), body)
+        if comment:
+            body += f'<span style="color:#3D7B7B">{html.escape(comment)}</span>'
+        out.append(body)
+    return '<pre style="margin:0;line-height:1.25">' + "\n".join(out) + "</pre>"
 
 
 def _resolve(spec: str):
@@ -118,7 +137,12 @@ def _cpp_from_listings(name: str) -> tuple[str | None, str]:
         text = get(name)
     except (KeyError, ValueError, FileNotFoundError) as err:
         return None, f"npu_lab.kernels.listings has none: {err}"
-    return (text, f"listing({name!r})") if text else (None, "")
+    where = f"listing({name!r})"
+    path_of = getattr(listings, "listing_path", None)
+    if path_of is not None:
+        path = Path(path_of(name))
+        where = f"{path.parent.name}/{path.name}" if path.parent.name != "kernels" else path.name
+    return (text, where) if text else (None, "")
 
 
 def _cpp_from_docstring(fns) -> tuple[str | None, str]:

@@ -10,14 +10,14 @@ from npu_lab import get_preset
 from npu_lab.exercises import CheckResult
 from npu_lab.exercises_moe import (check_discrete_hbm_bytes, check_discrete_launch_share,
                                    check_double_buffer_gain, check_honest_ub_bytes, check_largest_tile_s,
-                                   check_sweet_spot, check_tile_s_halving_e, check_underflow_second_expert,
+                                   check_missing_instruction, check_sweet_spot, check_tile_s_halving_e, check_underflow_second_expert,
                                    first_e_below_tile_s)
 from npu_lab.kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                         moe_ub_capacity, simulate_moe_gating, sweep)
 
 ALL_CHECKS = [check_discrete_hbm_bytes, check_discrete_launch_share, check_underflow_second_expert,
               check_largest_tile_s, check_tile_s_halving_e, check_honest_ub_bytes, check_sweet_spot,
-              check_double_buffer_gain]
+              check_double_buffer_gain, check_missing_instruction]
 
 
 def _right(msg):
@@ -112,7 +112,21 @@ def test_honest_ub_bytes():
     _wrong(check_honest_ub_bytes(1000))
 
 
-@pytest.mark.parametrize("chip", ["ascend-310p3", "ascend-910b2", "article"])
+def test_sweet_spot_where_v1_cannot_run_says_why():
+    # v1's 8-byte per-point stores need DataCopyPad, which the 310P3's AI core lacks
+    assert "DataCopyPad" in _wrong(check_sweet_spot(8, chip="ascend-310p3"))
+
+
+def test_missing_instruction():
+    for answer in ("DataCopyPad", "data_copy_pad", "ctx.data_copy_pad"):
+        assert "310P" in _right(check_missing_instruction(answer))
+    assert "rounded down" in _wrong(check_missing_instruction("DataCopy"))
+    _wrong(check_missing_instruction("Sort32"))
+    with pytest.raises(ValueError, match="runs on"):
+        check_missing_instruction("DataCopyPad", chip="ascend-910b2")
+
+
+@pytest.mark.parametrize("chip", ["ascend-910b2", "article"])
 def test_sweet_spot(chip):
     df = sweep("v1", 1, 1024, 64, 2, chip, [1, 2, 4, 8, 16, 32, 64])
     best = int(df.loc[df.latency_us.idxmin(), "tileS"])
