@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from ..hardware import HardwareSpec, HardwareSpecError
 from ..kernels.moe_gating import VERSIONS
+from ..kernels.moe_gating.run import ROW_TILED
 from ..lang import UbOverflowError
 from ..presets import get_preset
 from ..sim import SimulationError
@@ -23,6 +24,8 @@ from ..viz import sync_widget_state
 MOE_CHIPS = ("article", "ascend-910b2", "ascend-310p3")
 #: Fused kernel versions (everything but the discrete chain), in teaching order.
 FUSED_VERSIONS = tuple(v for v in VERSIONS if v != "discrete")
+#: Fused versions the host tiles by tileS (v4 tiles by rows per core, CANN's way: no tileS slider).
+TILE_S_VERSIONS = tuple(v for v in FUSED_VERSIONS if v not in ROW_TILED)
 #: The article's UB assumption, in bytes.
 ARTICLE_UB_BYTES = 256 * 1024
 
@@ -30,7 +33,8 @@ ARTICLE_UB_BYTES = 256 * 1024
 _EXPECTED_ERRORS = (ValueError, UbOverflowError, HardwareSpecError, SimulationError)
 _CACHE_SIZE = 512
 _SHORT_VERSION = {"v1": "synchronous", "v2": "double-buffered", "v2_bad_sync": "the sync pitfall",
-                  "v3": "vectorized", "v3_fast_exp": "polynomial exp"}
+                  "v2c": "coalesced DMA", "v3": "vectorized", "v3_fast_exp": "polynomial exp",
+                  "v4": "sorted, CANN-style"}
 _DROPDOWN = dict(width="300px")
 _ERROR_STYLE = "color:#b00020"
 

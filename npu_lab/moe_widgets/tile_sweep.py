@@ -15,7 +15,7 @@ from ..kernels.moe_gating import (VERSIONS, simulate_moe_gating, sweep,
                                   ub_used_bytes)
 from ..kernels.moe_gating.sweep import candidate_tile_sizes
 from ..viz import latency_sweep_figure
-from ._base import (FUSED_VERSIONS, _check_choice, _check_int, _chip_options, _DROPDOWN,
+from ._base import (TILE_S_VERSIONS, _check_choice, _check_int, _chip_options, _DROPDOWN,
                     _error_html, _EXPECTED_ERRORS, _Explorer, _LRU, _SHORT_VERSION)
 
 
@@ -50,7 +50,7 @@ class TileSweepExplorer(_Explorer):
 
     Controls: ``.tile_s`` (IntSlider "tileS", 1..64), ``.B``, ``.S``, ``.E``, ``.K`` (IntSliders
     with those descriptions), ``.chip`` (Dropdown "chip": ``article``, ``ascend-910b2``,
-    ``ascend-310p3``), ``.version`` (Dropdown "version": the fused versions).
+    ``ascend-310p3``), ``.version`` (Dropdown "version": the fused versions tiled by tileS — not v4, which tiles by rows).
 
     ``.figure`` traces, in this fixed order (see ``TRACE_NAMES``):
 
@@ -75,7 +75,7 @@ class TileSweepExplorer(_Explorer):
     def __init__(self, B: int = 1, S: int = 1024, E: int = 64, K: int = 2, *, chip: str = "article",
                  version: str = "v1", tile_s: int = 8, max_S: int = 8192, max_E: int = 16384):
         chip_options = _chip_options()
-        version_options = [(f"{v} ({_SHORT_VERSION.get(v, VERSIONS[v])[:30]})", v) for v in FUSED_VERSIONS]
+        version_options = [(f"{v} ({_SHORT_VERSION.get(v, VERSIONS[v])[:30]})", v) for v in TILE_S_VERSIONS]
         _check_choice("chip", chip, chip_options)
         _check_choice("version", version, version_options)
         max_S = _check_int("max_S", max_S, 1, 1 << 20)
