@@ -23,8 +23,11 @@ Conventions a listing follows (the parser is small, not a C++ compiler):
   ``<something>_<version>`` (``moe_gating_v2_bad_sync``) or lists them in launch order (the
   discrete chain's three kernels).
 * ``if constexpr (FLAG)`` on a bool template parameter is resolved from the template arguments
-  the entry instantiates (``KernelMoeGatingV2<DTYPE_GATE, true> op;``); other ``if``s are runtime
-  branches. ``switch`` is not supported; ``break`` / ``continue`` / early ``return`` are ignored.
+  the entry instantiates (``KernelMoeGatingV2<DTYPE_GATE, true> op;``); any other ``if``
+  (``if constexpr (sizeof(T) == 2)`` too) may take either branch, so the registry's cases must
+  take each (a float16 case for that one). After ``if (...) return;`` the rest of the function
+  runs only on the paths that did not return. Not supported: ``switch``, a ``return`` inside a
+  loop that makes Ascend C calls; ``break`` / ``continue`` are ignored.
 * Only calls are read: ``DataCopy(...)``, ``q.EnQue(x)``, ``SetFlag<HardEvent::MTE2_S>(0)``,
   ``PipeBarrier<PIPE_ALL>()``, ``pipe.InitBuffer(...)`` (``TPipe::InitBuffer``),
   ``buf.Get<float>()`` (``TBuf::Get``); parameter structs written with braces
@@ -36,7 +39,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -44,7 +46,7 @@ from ..lang.api_map import ASCEND_C_API
 
 __all__ = ["REGISTRY", "ListingSpec", "spec_entries", "ListingError", "ListingMissing", "ALLOWED_CPP_NAMES", "INSTRUCTIONS",
            "SYNC_CALLS", "listing", "listing_path", "cpp_calls", "cpp_program", "cpp_call_names",
-           "cpp_entries", "traced_calls", "instruction_name", "compare", "Match"]
+           "cpp_entries", "traced_calls", "instruction_name", "compare", "Match", "Call", "Loop", "Branch"]
 
 KERNELS_DIR = Path(__file__).resolve().parent
 
@@ -116,12 +118,17 @@ def _moe_cases(*shapes, **extra) -> tuple[dict, ...]:
 # tiles of 2, 2, 1 points (a prefetch, a reused slot, a tail); K = 4 with 2 points is 32 B out.
 _SCALAR_SHAPES = ((1, 5, 12, 2, 2), (1, 5, 16, 2, 2))
 _VECTOR_SHAPES = ((1, 5, 12, 2, 2), (1, 5, 16, 4, 2), (2, 3, 64, 1, 2), (1, 9, 40, 8, 4))
+# float16 logits take the Cast branches of the vector kernels
+_VECTOR_CASES = _moe_cases(*_VECTOR_SHAPES) + (dict(B=1, S=5, E=16, K=2, tile_s=2, cores=1, dtype="float16"),)
 
 REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
     ListingSpec("scaled_add", "scaled_add.cpp", "scaled_add",
                 (dict(n=40, tile_len=16, num_buffers=2), dict(n=37, tile_len=16, num_buffers=1)),
                 entry=("scaled_add",), sync_order=True, kernels=("scaled_add_kernel",)),
-    ListingSpec("discrete", "moe_gating/discrete.cpp", "discrete", _moe_cases(*_VECTOR_SHAPES),
+    # discrete / v3 also: E > 64 (rows of several repeats; the TopK's leftover-list Copy) and the
+    # 310P (ReduceMax TopK in discrete, float Compare in v3)
+    ListingSpec("discrete", "moe_gating/discrete.cpp", "discrete",
+                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2)) + _moe_cases((1, 16, 64, 8, None), hw="ascend-310p3"),
                 kernels=("softmax_kernel", "topk_sort_kernel", "renormalise_kernel")),
     ListingSpec("v1", "moe_gating/fused_v1.cpp", "v1", _moe_cases(*_SCALAR_SHAPES),
                 entry=("moe_gating_v1",), sync_order=True, kernels=("moe_gating_v1_kernel",)),
@@ -131,12 +138,15 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 entry=("moe_gating_v2_bad_sync",), sync_order=True, kernels=("moe_gating_v2_bad_sync_kernel",)),
     ListingSpec("v2c", "moe_gating/fused_v2c.cpp", "v2c", _moe_cases((1, 5, 12, 2, 2), (1, 5, 16, 4, 2)),
                 entry=("moe_gating_v2c",), sync_order=True, kernels=("moe_gating_v2c_kernel",)),
-    ListingSpec("v3", "moe_gating/vectorized.cpp", "v3", _moe_cases(*_VECTOR_SHAPES),
+    ListingSpec("v3", "moe_gating/vectorized.cpp", "v3",
+                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2)) + _moe_cases((1, 4, 136, 4, 2), hw="ascend-310p3"),
                 kernels=("moe_gating_v3_kernel",)),
-    ListingSpec("v3_fast_exp", "moe_gating/vectorized.cpp", "v3_fast_exp", _moe_cases(*_VECTOR_SHAPES),
+    ListingSpec("v3_fast_exp", "moe_gating/vectorized.cpp", "v3_fast_exp", _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2)),
                 kernels=("moe_gating_v3_fast_exp_kernel",)),
     ListingSpec("v4", "moe_gating/sorted_topk.cpp", "v4",
-                tuple(dict(c, tile_s=None) for c in _moe_cases(*_VECTOR_SHAPES)),
+                tuple(dict(c, tile_s=None) for c in _VECTOR_CASES)
+                # several UB loops per core (the prefetch); E = 128: four Sort32 lists, one MrgSort
+                + _moe_cases((1, 300, 64, 2, None), (1, 3, 128, 8, None)),
                 kernels=("moe_gating_v4_kernel",)),
 )}
 
@@ -485,14 +495,27 @@ class _Reader:
     def __init__(self, unit: _Unit):
         self.unit = unit
         self.stack: list[tuple] = []
+        self.skipping = 0
 
     # ---- statements ------------------------------------------------------------------------------
-    def block(self, toks: list[Tok], owner, consts, local) -> tuple:
-        nodes, i = [], 0
+    def block(self, toks: list[Tok], owner, consts, local, start: int = 0) -> tuple:
+        """Statements ``toks[start:]``. After ``if (...) return;`` the rest of the block belongs to
+        the paths that did not return (spliced into the branch); after a plain ``return`` nothing."""
+        nodes, i = [], start
         while i < len(toks):
             got, i = self.statement(toks, i, owner, consts, local)
             nodes.extend(got)
+            if nodes and isinstance(nodes[-1], Return):
+                break
+            if nodes and isinstance(nodes[-1], Branch) and _may_return(nodes[-1]):
+                rest = self.block(toks, owner, consts, local, i)
+                nodes[-1] = _splice(nodes[-1], rest)
+                break
         return tuple(nodes)
+
+    def body(self, func: _Func, consts) -> tuple:
+        """A function's program: its block, with the end-of-function markers dropped."""
+        return _drop_returns(self.block(func.body, func.owner, consts, {}))
 
     def statement(self, toks, i, owner, consts, local):
         s = toks[i].text
@@ -505,24 +528,27 @@ class _Reader:
         if s.startswith("@SCALAR"):
             if i + 1 >= len(toks):
                 raise ListingError(f"line {line}: a '// scalar:' marker with no statement after it")
-            _, nxt = self.statement(toks, i + 1, owner, consts, dict(local))
+            self.skipping += 1            # the unit's own calls are not instructions of the trace
+            try:
+                _, nxt = self.statement(toks, i + 1, owner, consts, dict(local))
+            finally:
+                self.skipping -= 1
             name = SCALAR_PREFIX + self.unit.markers[int(s[7:-1])]
             return (Call(name, name, line),), nxt
         if s in ("for", "while"):
             close = _match(toks, i + 1)
             head = self.calls(toks[i + 2:close], owner, consts, local)
             body, nxt = self.statement(toks, close + 1, owner, consts, dict(local))
-            return head + (Loop(tuple(body), line),), nxt
+            return head + (_loop(body, line),), nxt
         if s == "do":
             body, nxt = self.statement(toks, i + 1, owner, consts, dict(local))
             if nxt >= len(toks) or toks[nxt].text != "while":
                 raise ListingError(f"line {line}: do without while")
             close = _match(toks, nxt + 1)
-            return (Loop(tuple(body), line),), close + 2
+            return (_loop(body, line),), close + 2
         if s == "if":
             j = i + 1
-            constexpr = toks[j].text == "constexpr"
-            if constexpr:
+            if toks[j].text == "constexpr":
                 j += 1
             close = _match(toks, j)
             cond = [t.text for t in toks[j + 1:close]]
@@ -535,10 +561,12 @@ class _Reader:
             known = _const_bool(cond, consts)
             if known is not None:
                 return head + tuple(then if known else other), nxt
-            if constexpr:
-                raise ListingError(f"line {line}: cannot resolve 'if constexpr ({' '.join(cond)})'; "
-                                   "use a bool template parameter the entry instantiates")
             return head + (Branch((tuple(then), tuple(other)) if has_else else (tuple(then),), has_else, line),), nxt
+        if s == "return":
+            j = i
+            while j < len(toks) and toks[j].text != ";":
+                j = _match(toks, j) + 1 if toks[j].text in _CLOSE else j + 1
+            return self.calls(toks[i + 1:j], owner, consts, local) + (Return(line),), j + 1
         if s == "switch":
             raise ListingError(f"line {line}: switch is not supported by the listing reader; write if / else")
         # an expression or declaration statement, up to ';' outside brackets
@@ -567,22 +595,11 @@ class _Reader:
     # ---- calls inside an expression --------------------------------------------------------------
     def calls(self, toks, owner, consts, local) -> tuple:
         found = []          # (index of the closing paren, nodes): C++ evaluates arguments first
-        for i, t in enumerate(toks):
-            s = t.text
-            if not re.match(r"^[A-Za-z_]\w*$", s) or s in _KEYWORDS or s in _CPP_TYPES or i + 1 >= len(toks):
-                continue
-            targs, j = [], i + 1
-            if toks[j].text == "<":
-                gt = _template_close(toks, j)
-                if gt is None or gt + 1 >= len(toks) or toks[gt + 1].text != "(":
-                    continue
-                targs, j = toks[j + 1:gt], gt + 1
-            if toks[j].text != "(":
-                continue
+        for i, targs, j in _call_sites(toks):
             close = _match(toks, j)
             receiver = toks[i - 2].text if i >= 2 and toks[i - 1].text in (".", "->") else None
             qualifier = toks[i - 2].text if i >= 2 and toks[i - 1].text == "::" else None
-            nodes = self.call(s, targs, receiver, qualifier, owner, consts, local, t.line)
+            nodes = self.call(toks[i].text, targs, receiver, qualifier, owner, consts, local, toks[i].line)
             if nodes and isinstance(nodes[-1], Call) and nodes[-1].name in _DMA:
                 nodes = nodes[:-1] + (self.direction(nodes[-1], toks[j + 1:close]),)
             found.append((close, nodes))
@@ -606,6 +623,8 @@ class _Reader:
         return Call(call.name, f"{call.name} {way}", call.line)
 
     def call(self, name, targs, receiver, qualifier, owner, consts, local, line) -> tuple:
+        if self.skipping:
+            return ()
         funcs = self.unit.funcs
         target, bind = None, None
         if receiver is not None and receiver in local:
@@ -626,13 +645,93 @@ class _Reader:
             try:
                 inner = dict(consts) if target.owner == owner and bind is None else {}
                 inner.update(bind or {})
-                return self.block(target.body, target.owner, inner, {})
+                return self.body(target, inner)
             finally:
                 self.stack.pop()
         api = _api_name(name)
         if api is None:
             return ()
         return (Call(api, _call_token(api, targs), line),)
+
+
+def _call_sites(toks: list[Tok]):
+    """``(i, template args, index of "(")`` of every call in ``toks``: a name that is not a keyword
+    or built-in type, optional template arguments, then ``(``. A name right after a type
+    (``GatherMaskParams params(1, rows, 8, 0)``, ``void Init(...)``) is declared, not called."""
+    for i, t in enumerate(toks[:-1]):
+        s = t.text
+        if not re.match(r"^[A-Za-z_]\w*$", s) or s in _KEYWORDS or s in _CPP_TYPES:
+            continue
+        targs, j = [], i + 1
+        if toks[j].text == "<":
+            gt = _template_close(toks, j)
+            if gt is None or gt + 1 >= len(toks) or toks[gt + 1].text != "(":
+                continue
+            targs, j = toks[j + 1:gt], gt + 1
+        if toks[j].text != "(":
+            continue
+        if i >= 1 and (re.match(r"^[A-Za-z_]\w*$", toks[i - 1].text) and toks[i - 1].text not in _KEYWORDS
+                       or toks[i - 1].text == ">" and _declares(toks, i - 1)):
+            continue
+        yield i, targs, j
+
+
+@dataclass(frozen=True)
+class Return:
+    """``return``: the end of this path through the function (dropped once the block is read)."""
+
+    line: int
+
+
+def _may_return(node) -> bool:
+    if isinstance(node, Return):
+        return True
+    return isinstance(node, Branch) and any(alt and _may_return(alt[-1]) for alt in node.alternatives)
+
+
+def _splice(branch: Branch, rest: tuple) -> Branch:
+    """Append ``rest`` to every path through ``branch`` that does not return."""
+    def go_on(alt):
+        if alt and isinstance(alt[-1], Branch) and _may_return(alt[-1]):
+            return alt[:-1] + (_splice(alt[-1], rest),)
+        return alt if alt and isinstance(alt[-1], Return) else alt + rest
+    alts = tuple(go_on(a) for a in branch.alternatives) + (() if branch.has_else else (rest,))
+    return Branch(alts, True, branch.line)
+
+
+def _drop_returns(nodes) -> tuple:
+    out = []
+    for n in nodes:
+        if isinstance(n, Branch):
+            out.append(Branch(tuple(_drop_returns(a) for a in n.alternatives), n.has_else, n.line))
+        elif isinstance(n, Loop):
+            out.append(Loop(_drop_returns(n.body), n.line))
+        elif not isinstance(n, Return):
+            out.append(n)
+    return tuple(out)
+
+
+def _loop(body, line) -> Loop:
+    """A loop; a ``return`` inside one is only allowed where no Ascend C call is at stake."""
+    def has(nodes, kind):
+        return any(isinstance(n, kind) or isinstance(n, Loop) and has(n.body, kind)
+                   or isinstance(n, Branch) and any(has(a, kind) for a in n.alternatives) for n in nodes)
+    if has(body, Return) and has(body, Call):
+        raise ListingError(f"line {line}: a return inside a loop that makes Ascend C calls is not supported; "
+                           "end the loop first (or put the scalar code under a '// scalar:' marker)")
+    return Loop(_drop_returns(tuple(body)), line)
+
+
+def _declares(toks: list[Tok], gt: int) -> bool:
+    """Does the ``>`` at ``gt`` close a type's template arguments (``LocalTensor<T> x(...)``)?"""
+    depth = 0
+    for j in range(gt, max(-1, gt - 64), -1):
+        s = toks[j].text
+        depth += {">": 1, "<": -1}.get(s, 0)
+        if depth == 0:
+            return j >= 1 and re.match(r"^[A-Za-z_]\w*$", toks[j - 1].text) is not None \
+                and _template_close(toks, j) == gt
+    return False
 
 
 def _const_bool(cond: list[str], consts: dict) -> bool | None:
@@ -666,7 +765,7 @@ def cpp_program(text: str, entry: str | None = None) -> tuple:
         if not chosen:
             raise ListingError(f"no __global__ entry {entry!r}; entries: {', '.join(f.name for f in unit.entries)}")
     reader = _Reader(unit)
-    return tuple(node for f in chosen for node in reader.block(f.body, None, {}, {}))
+    return tuple(node for f in chosen for node in reader.body(f, {}))
 
 
 def _flatten(nodes) -> list[Call]:
@@ -699,21 +798,8 @@ def cpp_call_names(text: str) -> list[tuple[str, int]]:
     unit = _unit(text)
     own = {name for _, name in unit.funcs} | set(unit.classes)
     toks, _ = _tokens(text)
-    out = []
-    for i, t in enumerate(toks[:-1]):
-        s = t.text
-        if not re.match(r"^[A-Za-z_]\w*$", s) or s in _KEYWORDS or s in _CPP_TYPES or s in own:
-            continue
-        j = i + 1
-        if toks[j].text == "<":
-            gt = _template_close(toks, j)
-            if gt is None:
-                continue
-            j = gt + 1
-        if j < len(toks) and toks[j].text == "(":
-            # a definition's own name was excluded above; anything else called is foreign
-            out.append((_ALIASES.get(s, s), t.line))
-    return out
+    return [(_ALIASES.get(toks[i].text, toks[i].text), toks[i].line) for i, _, _ in _call_sites(toks)
+            if toks[i].text not in own]
 
 
 # ================================================================================================
