@@ -1,0 +1,519 @@
+// The discrete chain: the Ascend C beside discrete.py (softmax_kernel, topk_sort_kernel,
+// renormalise_kernel) — three launches, in this order, each a generic single-buffered kernel over
+// tiles of at most 8 rows, every intermediate through HBM. Same calls, same order as the Python:
+// npu_lab.kernels.listings checks it against a traced run.
+//
+//   softmax      rows at a stride Es = ceil16(E): WholeReduceMax (mask E) + GatherMask pattern 1, or
+//                ReduceMax per row (E > 64); Brcb; level-0 Sub in 64-column chunks (src1 block
+//                stride 0, repeat stride 1: the per-row broadcast); Exp; WholeReduceSum (mask E) or
+//                ReduceSum per row; Brcb; Div; one store of exactly E per row.
+//   topk         A2: rows at Ea = ceil32(E), padding -inf (DataCopyPad right padding + a one-time
+//                Duplicate the copy's UB gap never overwrites); Sort32 every 32 columns; MrgSort 4
+//                lists at a time per row (a leftover single list moves with Copy) until one is left;
+//                GatherMask counter mode with user patterns -> compact [rows, K] values / indices.
+//                310P (no Sort32 / MrgSort): K rounds of ReduceMax(calIndex) per row; the scalar unit
+//                records the winner and writes -inf over it.
+//   renormalise  the compact [rows, K] in one copy; per row a bit-masked WholeReduceSum and, after a
+//                Brcb of the sums, a bit-masked Div inside the 32-B-aligned repeat holding the row.
+//
+// References (asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/): 数据搬运/DataCopy*.md,
+// DataCopyPad*.md, Copy.md; 排序组合（ISASI）/Sort32.md, MrgSort.md; 比较与选择/GatherMask.md;
+// 数据填充/Brcb.md, Duplicate.md, CreateVecIndex.md; 归约计算/ReduceMax.md, ReduceSum.md;
+// docs/api/.../归约计算/WholeReduceMax.md, WholeReduceSum.md (CANN 8.x); 同步控制/核内同步/SetFlag-WaitFlag(ISASI).md.
+#include "kernel_operator.h"
+using namespace AscendC;
+
+constexpr int32_t BLOCK_BYTES = 32;
+constexpr int32_t MAX_REPEAT = 255;
+// Sort32 / MrgSort exist on A2 (__CCE_AICORE__ == 220), not on the 310P's AI core (200).
+constexpr bool HAS_SORT = (__CCE_AICORE__ == 220);
+
+struct RowTiling {        // discrete.py RowTiling: four int32
+    int32_t N, E, K, rows;
+};
+
+__aicore__ inline int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+__aicore__ inline int32_t Align(int32_t a, int32_t b) { return CeilDiv(a, b) * b; }
+
+__aicore__ inline float NegInf()
+{
+    union { uint32_t bits; float value; } inf = {0xFF800000};
+    return inf.value;
+}
+
+// ReduceMax(calIndex) / ReduceSum sharedTmpBuffer elements for E floats (ReduceMax.md, ReduceSum.md)
+__aicore__ inline int32_t ReduceTmpLen(int32_t count)
+{
+    int32_t first = CeilDiv(count, 64) * 2;
+    int32_t start2 = Align(first, 8);
+    int32_t out2 = CeilDiv(first, 64) * 2;
+    int32_t maxLen = out2 <= 2 ? start2 + Align(out2, 8)
+                               : start2 + Align(out2, 8) + Align(CeilDiv(out2, 64) * 2, 8);
+    int32_t sumLen = Align(CeilDiv(count, 64), 8);
+    return Align(maxLen > sumLen ? maxLen : sumLen, 8);
+}
+
+// ---- 1. Softmax ---------------------------------------------------------------------------------
+template <typename T>
+class KernelSoftmax {
+public:
+    __aicore__ inline KernelSoftmax() {}
+
+    __aicore__ inline void Init(GM_ADDR logits, GM_ADDR probs, const RowTiling& tiling)
+    {
+        t = tiling;
+        E = tiling.E;
+        R = tiling.rows;
+        Es = Align(E, 16);                     // whole 32-B blocks for float and half rows
+        R32 = Align(R, 32);
+        logitsGm.SetGlobalBuffer((__gm__ T*)logits);
+        probsGm.SetGlobalBuffer((__gm__ float*)probs);
+        pipe.InitBuffer(xQueue, 1, R * Es * sizeof(float));
+        pipe.InitBuffer(yQueue, 1, R * Es * sizeof(float));
+        pipe.InitBuffer(scratchBuf, (3 * R32 + ReduceTmpLen(E)) * sizeof(float));
+        pipe.InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
+        LocalTensor<float> s = scratchBuf.Get<float>();
+        pairs = s;
+        rowValues = s[2 * R32];
+        tmp = s[3 * R32];
+        bcast = bcastBuf.Get<float>();
+    }
+
+    __aicore__ inline void Process()
+    {
+        for (int32_t tile = GetBlockIdx(); tile * R < t.N; tile += GetBlockNum()) {
+            int32_t first = tile * R;
+            int32_t r = t.N - first < R ? t.N - first : R;
+            CopyIn(first, r);
+            Compute(r);
+            CopyOut(first, r);
+        }
+    }
+
+private:
+    __aicore__ inline void CopyIn(int32_t first, int32_t r)
+    {
+        LocalTensor<T> x = xQueue.AllocTensor<T>();
+        int32_t rowBytes = E * sizeof(T);
+        if (rowBytes % BLOCK_BYTES == 0) {
+            if (Es == E || r == 1) {
+                DataCopy(x, logitsGm[first * E], r * E);
+            } else {
+                DataCopy(x, logitsGm[first * E],
+                         DataCopyParams{static_cast<uint16_t>(r), static_cast<uint16_t>(rowBytes / BLOCK_BYTES), 0,
+                                        static_cast<uint16_t>((Es - E) * sizeof(T) / BLOCK_BYTES)});
+            }
+        } else {
+            int32_t perBlock = BLOCK_BYTES / sizeof(T);
+            uint32_t gap = r == 1 ? 0 : (Es - Align(E, perBlock)) * sizeof(T) / BLOCK_BYTES;
+            DataCopyPad(x, logitsGm[first * E],
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(rowBytes), 0, gap, 0},
+                        DataCopyPadExtParams<T>{false, 0, 0, 0});
+        }
+        xQueue.EnQue(x);
+    }
+
+    __aicore__ inline void Compute(int32_t r)
+    {
+        LocalTensor<T> xIn = xQueue.DeQue<T>();
+        LocalTensor<float> y = yQueue.AllocTensor<float>();
+        LocalTensor<float> src = xIn.template ReinterpretCast<float>();
+        if constexpr (sizeof(T) == 2) {        // widen first: all compute is float32
+            Cast(y, xIn, RoundMode::CAST_NONE, r * Es);
+            src = y;
+        }
+        uint64_t rsvdCnt = 0;
+        if (E <= 64) {                          // row max: one repeat per row
+            for (int32_t r0 = 0; r0 < r; r0 += MAX_REPEAT) {
+                int32_t n = r - r0 < MAX_REPEAT ? r - r0 : MAX_REPEAT;
+                WholeReduceMax(pairs[2 * r0], src[r0 * Es], E, n, 1, 1, Es / 8, ReduceOrder::ORDER_VALUE_INDEX);
+            }
+            GatherMask(rowValues, pairs, 1, false, 0, GatherMaskParams(1, CeilDiv(2 * r, 64), 8, 0), rsvdCnt);
+        } else {
+            for (int32_t i = 0; i < r; ++i) {
+                ReduceMax(rowValues[i], src[i * Es], tmp, E);
+            }
+        }
+        Brcb(bcast, rowValues, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
+        for (int32_t c = 0; c < Es; c += 64) {  // x - max, the max broadcast by block stride 0
+            int32_t lanes = Es - c < 64 ? Es - c : 64;
+            Sub(y[c], src[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es / 8, Es / 8, 1));
+        }
+        Exp(y, y, r * Es);                      // all E exponentials
+        if (E <= 64) {
+            WholeReduceSum(rowValues, y, E, r, 1, 1, Es / 8);
+        } else {
+            for (int32_t i = 0; i < r; ++i) {
+                ReduceSum(rowValues[i], y[i * Es], tmp, E);
+            }
+        }
+        Brcb(bcast, rowValues, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
+        for (int32_t c = 0; c < Es; c += 64) {
+            int32_t lanes = Es - c < 64 ? Es - c : 64;
+            Div(y[c], y[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es / 8, Es / 8, 1));
+        }
+        xQueue.FreeTensor(xIn);
+        yQueue.EnQue(y);
+    }
+
+    __aicore__ inline void CopyOut(int32_t first, int32_t r)
+    {
+        LocalTensor<float> y = yQueue.DeQue<float>();
+        if (Es == E) {                          // rows are contiguous in UB too
+            DataCopy(probsGm[first * E], y, r * E);
+        } else if (E * sizeof(float) % BLOCK_BYTES == 0) {
+            DataCopy(probsGm[first * E], y,
+                     DataCopyParams{static_cast<uint16_t>(r), static_cast<uint16_t>(E * sizeof(float) / BLOCK_BYTES),
+                                    static_cast<uint16_t>((Es - E) * sizeof(float) / BLOCK_BYTES), 0});
+        } else {                                // exactly E floats per row reach GM
+            DataCopyPad(probsGm[first * E], y,
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(E * sizeof(float)),
+                                          static_cast<uint32_t>((Es - Align(E, 8)) * sizeof(float) / BLOCK_BYTES), 0, 0});
+        }
+        yQueue.FreeTensor(y);
+    }
+
+    TPipe pipe;
+    TQue<TPosition::VECIN, 1> xQueue;
+    TQue<TPosition::VECOUT, 1> yQueue;
+    TBuf<TPosition::VECCALC> scratchBuf, bcastBuf;
+    LocalTensor<float> pairs, rowValues, tmp, bcast;
+    GlobalTensor<T> logitsGm;
+    GlobalTensor<float> probsGm;
+    RowTiling t;
+    int32_t E, R, Es, R32;
+};
+
+// ---- 2. TopK ------------------------------------------------------------------------------------
+class KernelTopK {
+public:
+    __aicore__ inline KernelTopK() {}
+
+    __aicore__ inline void Init(GM_ADDR probs, GM_ADDR values, GM_ADDR indices, const RowTiling& tiling)
+    {
+        t = tiling;
+        E = tiling.E;
+        K = tiling.K;
+        R = tiling.rows;
+        Ea = Align(E, 32);                     // Sort32 sorts 32 columns a repeat
+        probsGm.SetGlobalBuffer((__gm__ float*)probs);
+        valuesGm.SetGlobalBuffer((__gm__ float*)values);
+        indicesGm.SetGlobalBuffer((__gm__ int32_t*)indices);
+        if constexpr (HAS_SORT) {
+            InitSort();
+        } else {
+            InitArgmax();
+        }
+    }
+
+    __aicore__ inline void Process()
+    {
+        for (int32_t tile = GetBlockIdx(), j = 0; tile * R < t.N; tile += GetBlockNum(), ++j) {
+            int32_t first = tile * R;
+            int32_t r = t.N - first < R ? t.N - first : R;
+            if constexpr (HAS_SORT) {
+                CopyIn(first, r, j);
+                Compute(r);
+                CopyOut(first, r);
+            } else {
+                CopyIn(first, r, j);
+                ComputeArgmax(r, j);
+                CopyOut(first, r);
+                SetFlag<HardEvent::MTE3_S>(0);          // the outputs may be rewritten
+            }
+        }
+        if constexpr (!HAS_SORT) {
+            WaitFlag<HardEvent::S_MTE2>(0);             // pair the last SetFlags
+            WaitFlag<HardEvent::MTE3_S>(0);
+        }
+    }
+
+private:
+    __aicore__ inline void InitSort()
+    {
+        uint32_t pairBytes = 2 * R * Ea * sizeof(float);
+        pipe.InitBuffer(sortedABuf, pairBytes);         // first: Sort32's dst is 256-B aligned
+        pipe.InitBuffer(sortedBBuf, pairBytes);
+        pipe.InitBuffer(xQueue, 1, R * Ea * sizeof(float));
+        pipe.InitBuffer(iotaBuf, R * Ea * sizeof(int32_t));
+        uint32_t words = CeilDiv(2 * R * Ea, 32);
+        pipe.InitBuffer(valuePatternBuf, Align(words * sizeof(uint32_t), BLOCK_BYTES));
+        pipe.InitBuffer(indexPatternBuf, Align(words * sizeof(uint32_t), BLOCK_BYTES));
+        pipe.InitBuffer(valuesQueue, 1, Align(R * K * sizeof(float), BLOCK_BYTES));
+        pipe.InitBuffer(indicesQueue, 1, Align(R * K * sizeof(int32_t), BLOCK_BYTES));
+        sortedA = sortedABuf.Get<float>();
+        sortedB = sortedBBuf.Get<float>();
+        iota = iotaBuf.Get<int32_t>();
+        valuePattern = valuePatternBuf.Get<uint32_t>();
+        indexPattern = indexPatternBuf.Get<uint32_t>();
+        // once: columns E..Ea-1 of the input slot = -inf (the copy's UB gap never overwrites them)
+        LocalTensor<float> x = xQueue.AllocTensor<float>();
+        Duplicate(x, NegInf(), R * Ea);
+        xQueue.FreeTensor(x);
+        for (int32_t i = 0; i < R; ++i) {
+            CreateVecIndex(iota[i * Ea], (int32_t)0, Ea);   // the expert index of every column
+        }
+        // GatherMask patterns over rows of 2 * Ea floats: even / odd lanes of the first 2K
+        Duplicate(valuePattern, (uint32_t)0, words);
+        Duplicate(indexPattern, (uint32_t)0, words);
+        SetFlag<HardEvent::V_S>(0);
+        WaitFlag<HardEvent::V_S>(0);
+        for (int32_t i = 0; i < R; ++i) {
+            for (int32_t w = 0; w < CeilDiv(2 * K, 32); ++w) {
+                uint32_t even = 0, odd = 0;
+                for (int32_t l = 32 * w; l < 32 * w + 32 && l < 2 * K; ++l) {
+                    if (l % 2 == 0) even |= 1U << (l - 32 * w); else odd |= 1U << (l - 32 * w);
+                }
+                valuePattern.SetValue(i * Ea / 16 + w, even);
+                indexPattern.SetValue(i * Ea / 16 + w, odd);
+            }
+        }
+        SetFlag<HardEvent::S_V>(0);
+        WaitFlag<HardEvent::S_V>(0);
+    }
+
+    __aicore__ inline void InitArgmax()
+    {
+        pipe.InitBuffer(xQueue, 1, R * Ea * sizeof(float));
+        pipe.InitBuffer(valuesQueue, 1, Align(R * K * sizeof(float), BLOCK_BYTES));
+        pipe.InitBuffer(indicesQueue, 1, Align(R * K * sizeof(int32_t), BLOCK_BYTES));
+        pipe.InitBuffer(scratchBuf, (8 + ReduceTmpLen(E)) * sizeof(float));
+        pair = scratchBuf.Get<float>();
+        tmp = pair[8];
+    }
+
+    __aicore__ inline void CopyIn(int32_t first, int32_t r, int32_t j)
+    {
+        LocalTensor<float> x = xQueue.AllocTensor<float>();
+        if constexpr (!HAS_SORT) {
+            if (j > 0) {
+                WaitFlag<HardEvent::S_MTE2>(0);         // S's -inf writes are done
+            }
+        }
+        int32_t rowBytes = E * sizeof(float);
+        if (rowBytes % BLOCK_BYTES == 0) {
+            if (Ea == E || r == 1) {
+                DataCopy(x, probsGm[first * E], r * E);
+            } else {                                     // a UB gap after every row
+                DataCopy(x, probsGm[first * E],
+                         DataCopyParams{static_cast<uint16_t>(r), static_cast<uint16_t>(rowBytes / BLOCK_BYTES), 0,
+                                        static_cast<uint16_t>((Ea - E) * sizeof(float) / BLOCK_BYTES)});
+            }
+        } else {                                         // right padding -inf up to the block
+            uint32_t gap = r == 1 ? 0 : (Ea - Align(E, 8)) * sizeof(float) / BLOCK_BYTES;
+            DataCopyPad(x, probsGm[first * E],
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(rowBytes), 0, gap, 0},
+                        DataCopyPadExtParams<float>{true, 0, static_cast<uint8_t>(Align(E, 8) - E), NegInf()});
+        }
+        xQueue.EnQue(x);
+    }
+
+    __aicore__ inline void Compute(int32_t r)
+    {
+        LocalTensor<float> x = xQueue.DeQue<float>();
+        Sort32(sortedA, x, iota.ReinterpretCast<uint32_t>(), r * Ea / 32);
+        xQueue.FreeTensor(x);
+        // MrgSort every row's sorted lists of 32 pairs, 4 at a time, ping-pong between A and B
+        int32_t lists = Ea / 32, len = 32;
+        LocalTensor<float> src = sortedA, dst = sortedB;
+        while (lists > 1) {
+            for (int32_t i = 0; i < r; ++i) {
+                for (int32_t g = 0; g < lists; g += 4) {
+                    int32_t at = 2 * i * Ea + 2 * g * len;
+                    int32_t n = lists - g < 4 ? lists - g : 4;
+                    int32_t lastLen = (g + n == lists) ? Ea - (lists - 1) * len : len;   // the row's last list may be short
+                    if (n == 1) {                        // nothing to merge with: move it along
+                        Copy(dst[at], src[at], 64, 2 * lastLen / 64, CopyRepeatParams(1, 1, 8, 8));
+                    } else {
+                        uint16_t lengths[4] = {static_cast<uint16_t>(len), static_cast<uint16_t>(n > 2 ? len : lastLen),
+                                               static_cast<uint16_t>(n > 3 ? len : (n == 3 ? lastLen : 0)),
+                                               static_cast<uint16_t>(n == 4 ? lastLen : 0)};
+                        MrgSort(dst[at], MrgSortSrcList<float>(src[at], src[at + 2 * len], src[at + 4 * len],
+                                                               src[at + 6 * len]),
+                                MrgSort4Info(lengths, false, n == 2 ? 3 : (n == 3 ? 7 : 15), 1));
+                    }
+                }
+            }
+            lists = CeilDiv(lists, 4);
+            len *= 4;
+            LocalTensor<float> swap = src; src = dst; dst = swap;
+        }
+        result = src;
+    }
+
+    // 310P: K rounds of ReduceMax per row; the scalar unit keeps the winner and knocks it out
+    __aicore__ inline void ComputeArgmax(int32_t r, int32_t j)
+    {
+        LocalTensor<float> x = xQueue.DeQue<float>();
+        outValues = valuesQueue.AllocTensor<float>();
+        outIndices = indicesQueue.AllocTensor<int32_t>();
+        if (j > 0) {
+            WaitFlag<HardEvent::MTE3_S>(0);              // the last tile's outputs are out
+        }
+        for (int32_t row = 0; row < r; ++row) {
+            for (int32_t k = 0; k < K; ++k) {
+                ReduceMax(pair, x[row * Ea], tmp, E, true);
+                SetFlag<HardEvent::V_S>(0);
+                WaitFlag<HardEvent::V_S>(0);
+                float best = pair.GetValue(0);
+                uint32_t at = pair.ReinterpretCast<uint32_t>().GetValue(1);
+                outValues.SetValue(row * K + k, best);
+                outIndices.SetValue(row * K + k, static_cast<int32_t>(at));
+                x.SetValue(row * Ea + at, NegInf());
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
+            }
+        }
+        SetFlag<HardEvent::S_MTE2>(0);
+        xQueue.FreeTensor(x);
+        SetFlag<HardEvent::S_MTE3>(0);                   // results written by S
+        WaitFlag<HardEvent::S_MTE3>(0);
+    }
+
+    __aicore__ inline void CopyOut(int32_t first, int32_t r)
+    {
+        if constexpr (HAS_SORT) {                        // the first K pairs of every row, compact
+            outValues = valuesQueue.AllocTensor<float>();
+            outIndices = indicesQueue.AllocTensor<int32_t>();
+            uint64_t rsvdCnt = 0;
+            GatherMaskParams counter(1, 1, 8, 8);
+            GatherMask(outValues, result, valuePattern, true, 2 * r * Ea, counter, rsvdCnt);
+            GatherMask(outIndices.ReinterpretCast<uint32_t>(), result.ReinterpretCast<uint32_t>(), indexPattern,
+                       true, 2 * r * Ea, counter, rsvdCnt);
+        }
+        valuesQueue.EnQue(outValues);
+        indicesQueue.EnQue(outIndices);
+        LocalTensor<float> v = valuesQueue.DeQue<float>();
+        LocalTensor<int32_t> i = indicesQueue.DeQue<int32_t>();
+        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+            DataCopy(valuesGm[first * K], v, r * K);
+            DataCopy(indicesGm[first * K], i, r * K);
+        } else {
+            DataCopyPad(valuesGm[first * K], v, DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0});
+            DataCopyPad(indicesGm[first * K], i, DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(int32_t)), 0, 0, 0});
+        }
+        valuesQueue.FreeTensor(v);
+        indicesQueue.FreeTensor(i);
+    }
+
+    TPipe pipe;
+    TQue<TPosition::VECIN, 1> xQueue;
+    TQue<TPosition::VECOUT, 1> valuesQueue, indicesQueue;
+    TBuf<TPosition::VECCALC> sortedABuf, sortedBBuf, iotaBuf, valuePatternBuf, indexPatternBuf, scratchBuf;
+    LocalTensor<float> sortedA, sortedB, result, pair, tmp, outValues;
+    LocalTensor<int32_t> iota, outIndices;
+    LocalTensor<uint32_t> valuePattern, indexPattern;
+    GlobalTensor<float> probsGm, valuesGm;
+    GlobalTensor<int32_t> indicesGm;
+    RowTiling t;
+    int32_t E, K, R, Ea;
+};
+
+// ---- 3. Renormalise -----------------------------------------------------------------------------
+class KernelRenormalise {
+public:
+    __aicore__ inline KernelRenormalise() {}
+
+    __aicore__ inline void Init(GM_ADDR values, GM_ADDR weights, const RowTiling& tiling)
+    {
+        t = tiling;
+        K = tiling.K;                          // <= 56: a row stays inside one repeat
+        R = tiling.rows;
+        valuesGm.SetGlobalBuffer((__gm__ float*)values);
+        weightsGm.SetGlobalBuffer((__gm__ float*)weights);
+        pipe.InitBuffer(xQueue, 1, Align(R * K, 64) * sizeof(float));
+        pipe.InitBuffer(yQueue, 1, Align(R * K, 64) * sizeof(float));
+        pipe.InitBuffer(rowSumBuf, Align(R, 8) * sizeof(float));
+        pipe.InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
+        rowSum = rowSumBuf.Get<float>();
+        bcast = bcastBuf.Get<float>();
+    }
+
+    __aicore__ inline void Process()
+    {
+        for (int32_t tile = GetBlockIdx(); tile * R < t.N; tile += GetBlockNum()) {
+            int32_t first = tile * R;
+            int32_t r = t.N - first < R ? t.N - first : R;
+            CopyIn(first, r);
+            Compute(r);
+            CopyOut(first, r);
+        }
+    }
+
+private:
+    __aicore__ inline void CopyIn(int32_t first, int32_t r)
+    {
+        LocalTensor<float> x = xQueue.AllocTensor<float>();
+        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+            DataCopy(x, valuesGm[first * K], r * K);
+        } else {
+            DataCopyPad(x, valuesGm[first * K], DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0},
+                        DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
+        xQueue.EnQue(x);
+    }
+
+    __aicore__ inline void Compute(int32_t r)
+    {
+        LocalTensor<float> x = xQueue.DeQue<float>();
+        LocalTensor<float> y = yQueue.AllocTensor<float>();
+        for (int32_t row = 0; row < r; ++row) {         // the row's K lanes in its block-aligned repeat
+            int32_t base = row * K / 8, lane = row * K % 8;
+            uint64_t bits[2] = {((1ULL << K) - 1) << lane, 0};
+            WholeReduceSum(rowSum[row], x[8 * base], bits, 1, 1, 1, 8);
+        }
+        Brcb(bcast, rowSum, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
+        for (int32_t row = 0; row < r; ++row) {
+            int32_t base = row * K / 8, lane = row * K % 8;
+            uint64_t bits[2] = {((1ULL << K) - 1) << lane, 0};
+            Div(y[8 * base], x[8 * base], bcast[8 * row], bits, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+        }
+        xQueue.FreeTensor(x);
+        yQueue.EnQue(y);
+    }
+
+    __aicore__ inline void CopyOut(int32_t first, int32_t r)
+    {
+        LocalTensor<float> y = yQueue.DeQue<float>();
+        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+            DataCopy(weightsGm[first * K], y, r * K);
+        } else {
+            DataCopyPad(weightsGm[first * K], y, DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0});
+        }
+        yQueue.FreeTensor(y);
+    }
+
+    TPipe pipe;
+    TQue<TPosition::VECIN, 1> xQueue;
+    TQue<TPosition::VECOUT, 1> yQueue;
+    TBuf<TPosition::VECCALC> rowSumBuf, bcastBuf;
+    LocalTensor<float> rowSum, bcast;
+    GlobalTensor<float> valuesGm, weightsGm;
+    RowTiling t;
+    int32_t K, R;
+};
+
+// The three launches, in order. DTYPE_LOGITS: float or half (an operator project generates it).
+extern "C" __global__ __aicore__ void softmax(GM_ADDR logits, GM_ADDR probs, GM_ADDR tiling)
+{
+    GET_TILING_DATA(tilingData, tiling);
+    KernelSoftmax<DTYPE_LOGITS> op;
+    op.Init(logits, probs, tilingData);
+    op.Process();
+}
+
+extern "C" __global__ __aicore__ void topk(GM_ADDR probs, GM_ADDR values, GM_ADDR indices, GM_ADDR tiling)
+{
+    GET_TILING_DATA(tilingData, tiling);
+    KernelTopK op;
+    op.Init(probs, values, indices, tilingData);
+    op.Process();
+}
+
+extern "C" __global__ __aicore__ void renormalise(GM_ADDR values, GM_ADDR weights, GM_ADDR tiling)
+{
+    GET_TILING_DATA(tilingData, tiling);
+    KernelRenormalise op;
+    op.Init(values, weights, tilingData);
+    op.Process();
+}
