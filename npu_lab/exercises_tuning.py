@@ -111,8 +111,8 @@ def check_v2_pacing_stage(answer, tile_s: int = 8) -> CheckResult:
         return _right(f"One tile of {tile_s} points takes {table}. The store is the slowest: v1/v2 copy "
                       f"each point's {SHAPE[3]} indices and {SHAPE[3]} weights out separately, "
                       f"{2 * tile_s} DMAs of {4 * SHAPE[3]} bytes, and each pays the fixed DMA latency "
-                      f"({hw.cycles_to_us(hw.dma_latency_cycles):.2f} \u00b5s). v3 stores the whole tile "
-                      "with two DMAs.")
+                      f"({hw.cycles_to_us(hw.dma_latency_cycles):.2f} \u00b5s). v2c (and v3) store the whole "
+                      "tile with two DMAs.")
     return _wrong(f"{given} is not the slowest stage. Hint: stage_durations(v1_run.timeline) gives "
                   "the three durations of one tile; count the DMAs each stage issues per tile.")
 
@@ -157,11 +157,15 @@ def check_topk_vector_instructions(answer, K: int = 8, E: int = 64) -> CheckResu
     value = _whole(answer)
     if value is None:
         return _wrong(f"Answer a whole number of instructions, not {answer!r}.")
+    per_round = _v_instructions(2, 2, E) - _v_instructions(2, 1, E) - (_v_instructions(1, 2, E) - _v_instructions(1, 1, E))
+    fixed = truth - K * per_round
     if value == truth:
-        return _right(f"{truth} per tile, whatever tileS is: per round WholeReduceMax + 2 Copy (values, "
-                      f"indices), plus Compare + Select in every round but the last, then Copy, Sub, Exp, "
-                      f"WholeReduceSum and Div for the softmax. Each instruction covers all points of the "
-                      "tile: the scalar heap did per-point work, this does per-tile work.")
+        return _right(f"{truth} per tile, whatever tileS is: {per_round} per round of the top-K (WholeReduceMax, "
+                      f"GatherMask for the values and for the indices, Brcb + a masked Copy into column k, and the "
+                      f"knock-out of the winner: Brcb, Adds, an int32 Compare EQ and a Select) times K = {K}, "
+                      f"{fixed:+d} for the softmax over the K winners and the output compaction (the knock-out "
+                      "is skipped in the last round). Each instruction covers all points of the tile: the scalar "
+                      "heap did per-point work, this does per-tile work.")
     k2 = _v_instructions(2, 2, E) - _v_instructions(2, 1, E)
     return _wrong(f"{value} is not it. Hint: for K = 2 the count is {k2}. Read _topk_softmax_tile: "
                   "which instructions run K times, which K - 1 times, which once?")

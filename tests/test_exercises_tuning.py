@@ -22,7 +22,7 @@ CASES = [
     (check_steady_state_period, [5, 5.0, "5", "5 us"], [10, 8, 7, "soon"]),
     (check_v2_pacing_stage, ["store", "Store", "MTE3", "copy-out"], ["load", "compute", "S", 3]),
     (check_db_gain_one_tile_per_block, [0, "0%", 0.4], [26, 15, "lots"]),
-    (check_topk_vector_instructions, [43, "43"], [13, 42, 43.5, "many"]),
+    (check_topk_vector_instructions, [77, "77"], [23, 76, 77.5, "many"]),   # v3: 5 + 9 K per tile
     (check_fast_exp_break_even, [17.25, "17.2", 17], [12, 34.7, "fast"]),
     (check_fast_exp_helps_v3, ["no", "No.", False], ["yes", True, "maybe"]),
     (check_dominant_fitted_field, ["block_dispatch_us", " block_dispatch_us "],
@@ -56,7 +56,7 @@ def test_wrong_answers_get_a_hint():
     assert "single-buffer" in check_steady_state_period(8)
     assert "Hint" in check_v2_pacing_stage("load")
     assert "Hint" in check_db_gain_one_tile_per_block(26)
-    assert "for K = 2 the count is 13" in check_topk_vector_instructions(42)
+    assert "for K = 2 the count is 23" in check_topk_vector_instructions(42)
     assert "Hint" in check_fast_exp_break_even(12)
     assert "Hint" in check_fast_exp_helps_v3("yes")
     assert "Hint" in check_dominant_fitted_field("launch_overhead_us")

@@ -1,4 +1,4 @@
-"""ipywidgets explorers for MoeGatingTopK (notebooks 02, 03 and 04).
+"""ipywidgets explorers for MoeGatingTopK (notebooks 02 to 05).
 
 Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
 ``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` built once with its full layout and
@@ -19,15 +19,18 @@ message is also kept in ``.error`` (None after a successful update).
 * :class:`UbBudgetExplorer` -- the Unified Buffer budget as a stacked bar, the tiling struct and
   its packed bytes, the article's estimate against the honest budget (notebook 03);
 * :class:`DiscreteChainExplorer` -- the three launches of the discrete chain: launch overhead
-  against work, HBM bytes moved against the minimum (notebook 02).
+  against work, HBM bytes moved against the minimum (notebook 02);
+* :class:`DoubleBufferExplorer` -- v1 / v2 / v2_bad_sync / v2c: the simulated timeline beside the
+  hand-made pipeline of one core (notebook 05).
 
 No library module imports this one (DESIGN.md §2).
 """
 
 from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes
 from .discrete_chain import DiscreteChainExplorer
+from .double_buffer import DoubleBufferExplorer
 from .tile_sweep import TileSweepExplorer
 from .ub_budget import UbBudgetExplorer, ub_breakdown
 
 __all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
-           "DiscreteChainExplorer", "minimum_hbm_bytes", "ub_breakdown"]
+           "DiscreteChainExplorer", "DoubleBufferExplorer", "minimum_hbm_bytes", "ub_breakdown"]

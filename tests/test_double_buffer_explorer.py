@@ -1,0 +1,38 @@
+"""DoubleBufferExplorer (notebook 05): controls drive the simulated timeline and the hand model."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_lab.kernels.moe_gating import simulate_moe_gating
+from npu_lab.moe_widgets import DoubleBufferExplorer
+
+
+@pytest.fixture(scope="module")
+def dbe():
+    return DoubleBufferExplorer()
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v2_bad_sync", "v2c"])
+def test_status_is_the_simulated_latency(dbe, version):
+    dbe.set(version=version, tile_s=8)
+    truth = simulate_moe_gating(1, 1024, 64, 2, version=version, tile_s=8).latency_us
+    assert dbe.error is None and f"simulator {truth:.1f} us" in dbe.status.value
+    assert dbe.result.version == version
+
+
+def test_hand_model_follows_the_kernel(dbe):
+    ends = {}
+    for version in ("v1", "v2", "v2_bad_sync"):
+        dbe.set(version=version, tile_s=8)
+        ends[version] = dbe.hand_schedule()[0].end_us.max()
+    assert ends["v2"] < ends["v1"] == pytest.approx(ends["v2_bad_sync"])   # the barrier undoes the overlap
+    dbe.set(version="v2c", tile_s=8)
+    assert dbe.hand_schedule()[0].end_us.max() < ends["v2"]                # one copy per tile
+
+
+def test_bad_choices_are_refused():
+    with pytest.raises(ValueError, match="version"):
+        DoubleBufferExplorer(version="v9")
+    with pytest.raises(ValueError, match="tile_s"):
+        DoubleBufferExplorer(tile_s=3)
