@@ -464,3 +464,18 @@ def test_simulate_validates_its_shape():
 def test_simulate_rejects_integer_dtype_like_the_full_run(version):
     with pytest.raises(TypeError, match="float32 or float16"):
         simulate_moe_gating(1, 3, 8, 2, version=version, dtype=np.int32)
+
+
+def test_discrete_rows_that_do_not_fit_raise_ub_budget_error():
+    """The generic chain's row tiling is checked against what its TopK kernel allocates."""
+    from npu_lab.kernels.moe_gating import UbBudgetError
+    from npu_lab.kernels.moe_gating.discrete import generic_row_tiling, topk_ub_buffers
+
+    ub = get_preset("ascend-910b2").ub_bytes
+    with pytest.raises(UbBudgetError, match=rf"E=20000 .*K=2\) needs \d+ bytes of UB, but the UB has {ub} bytes"):
+        simulate_moe_gating(1, 4, 20000, 2, version="discrete")
+    t = generic_row_tiling(100, 3000, 4, ub)            # fewer than 8 rows fit
+    assert 1 <= t.rows < 8
+    assert sum(topk_ub_buffers(t.rows, 3000, 4).values()) <= ub < sum(topk_ub_buffers(t.rows + 1, 3000, 4).values())
+    res = assert_matches_reference("discrete", _normal((1, 9, 3000), seed=2), 4)
+    assert res.timeline.total_us > 0

@@ -54,7 +54,7 @@ from ...lang.reduce import reduce_max_tmp_elements
 from ...lang.tiling_struct import Int32Struct
 from ...sim.timeline import Timeline
 from .tiling import UbBudgetError
-from .vectorized import ceil_div, lane_bits, load_rows, repeat_chunks, row_pairs_max, split_pairs, store_rows
+from .vectorized import ceil_div, load_rows, row_pairs_max, store_rows
 
 NEG_INF = float("-inf")
 
