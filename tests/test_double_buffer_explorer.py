@@ -36,3 +36,21 @@ def test_bad_choices_are_refused():
         DoubleBufferExplorer(version="v9")
     with pytest.raises(ValueError, match="tile_s"):
         DoubleBufferExplorer(tile_s=3)
+
+
+def test_fast_exp_explorer_status_and_marker():
+    from npu_lab import get_preset
+    from npu_lab.exercises_tuning import exp_break_even_cycles
+    from npu_lab.kernels.moe_gating import exp_speedup
+    from npu_lab.moe_widgets import FastExpExplorer
+
+    fe = FastExpExplorer()
+    hw = get_preset("ascend-910b2")
+    assert fe.exp_cost.value == hw.vector_exp_cycles_per_repeat      # starts at the preset's assumption
+    fe.set(n_floats=4096, exp_cost=35.0)
+    truth = exp_speedup(hw.replace(vector_exp_cycles_per_repeat=35.0), 4096)
+    assert fe.speedup == truth and f"{truth:.2f}x" in fe.status.value
+    assert f"break-even at {exp_break_even_cycles(hw, 4096):.1f}" in fe.status.value
+    assert list(fe.figure.data[1].x) == [35.0]
+    with pytest.raises(ValueError, match="n_floats"):
+        FastExpExplorer(n_floats=5)

@@ -1,4 +1,4 @@
-"""ipywidgets explorers for MoeGatingTopK (notebooks 02 to 05).
+"""ipywidgets explorers for MoeGatingTopK (notebooks 02 to 06).
 
 Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
 ``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` built once with its full layout and
@@ -21,7 +21,9 @@ message is also kept in ``.error`` (None after a successful update).
 * :class:`DiscreteChainExplorer` -- the three launches of the discrete chain: launch overhead
   against work, HBM bytes moved against the minimum (notebook 02);
 * :class:`DoubleBufferExplorer` -- v1 / v2 / v2_bad_sync / v2c: the simulated timeline beside the
-  hand-made pipeline of one core (notebook 05).
+  hand-made pipeline of one core (notebook 05);
+* :class:`FastExpExplorer` -- the polynomial exp's speed-up against the exact Exp's assumed cost
+  (notebook 06).
 
 No library module imports this one (DESIGN.md §2).
 """
@@ -29,8 +31,9 @@ No library module imports this one (DESIGN.md §2).
 from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes
 from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
+from .fast_exp import FastExpExplorer
 from .tile_sweep import TileSweepExplorer
 from .ub_budget import UbBudgetExplorer, ub_breakdown
 
 __all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
-           "DiscreteChainExplorer", "DoubleBufferExplorer", "minimum_hbm_bytes", "ub_breakdown"]
+           "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "minimum_hbm_bytes", "ub_breakdown"]

@@ -1,0 +1,65 @@
+"""FastExpExplorer: is the polynomial exp faster than the exact ``Exp``? (notebook 06)
+
+The speed-up of the polynomial (:func:`~npu_lab.kernels.moe_gating.exp_speedup`, two one-core
+micro-kernels) against the cost per repeat of the exact Exp — an *assumed* number of the preset —
+for a chosen vector length; the break-even and the article's 2× are marked.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+import numpy as np
+import plotly.graph_objects as go
+
+from ..exercises_tuning import exp_break_even_cycles
+from ..kernels.moe_gating import exp_speedup
+from ._base import _check_choice, _Explorer, _LRU
+
+#: vector lengths (floats) the slider offers
+FLOAT_CHOICES = (16, 256, 1024, 4096, 8192)
+#: Exp costs (cycles per repeat) the curve spans
+EXP_COSTS = tuple(np.arange(4.0, 64.5, 1.0))
+
+
+class FastExpExplorer(_Explorer):
+    """Controls ``.n_floats`` (SelectionSlider) and ``.exp_cost`` (FloatSlider, cycles per repeat of
+    the exact Exp); ``.figure`` is the speed-up against the Exp cost with the current choice marked
+    (dotted lines at 1× and 2×); ``.status`` gives the speed-up, the break-even and the 2× cost."""
+
+    def __init__(self, hw="ascend-910b2", n_floats: int = 4096, exp_cost: float | None = None):
+        self.hw = self._spec(hw) if isinstance(hw, str) else hw
+        _check_choice("n_floats", n_floats, [(str(n), n) for n in FLOAT_CHOICES])
+        assumed = float(self.hw.vector_exp_cycles_per_repeat)
+        self._curves = _LRU()
+        self.n_floats = W.SelectionSlider(options=FLOAT_CHOICES, value=n_floats, description="floats")
+        self.exp_cost = W.FloatSlider(value=assumed if exp_cost is None else float(exp_cost), min=4.0,
+                                      max=64.0, step=0.5, description="Exp cyc/rep")
+        self.status = W.HTML()
+        self.figure = go.FigureWidget(
+            data=[go.Scatter(x=EXP_COSTS, y=[], mode="lines", name="polynomial speed-up"),
+                  go.Scatter(x=[], y=[], mode="markers", marker=dict(size=12, color="#d62728"),
+                             name="your choice")],
+            layout=dict(title="Polynomial exp vs exact Exp (one core)", height=360,
+                        margin=dict(l=10, r=10, t=50, b=40),
+                        xaxis_title=f"exact Exp: cycles per repeat (the preset assumes {assumed:g})",
+                        yaxis=dict(title="speed-up", range=[0, 5]),
+                        shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=dict(dash="dot"))
+                                for y in (1, 2)]))
+        self.widget = W.VBox([W.HBox([self.n_floats, self.exp_cost]), self.status, self.figure])
+        self.speedup = None
+        self._watch(self.n_floats, self.exp_cost)
+        self.update()
+
+    def _speedup(self, cost: float, n: int) -> float:
+        return exp_speedup(self.hw.replace(vector_exp_cycles_per_repeat=float(cost)), n)
+
+    def update(self) -> None:
+        n, cost = self.n_floats.value, self.exp_cost.value
+        curve = self._curves.get_or(n, lambda: [self._speedup(c, n) for c in EXP_COSTS])
+        self.speedup = self._speedup(cost, n)
+        with self.figure.batch_update():
+            self.figure.data[0].y = curve
+            self.figure.data[1].x, self.figure.data[1].y = [cost], [self.speedup]
+        self.status.value = (f"<b>{self.speedup:.2f}x</b> with Exp at {cost:g} cycles/repeat over {n} floats; "
+                             f"break-even at {exp_break_even_cycles(self.hw, n):.1f}, 2x at "
+                             f"{exp_break_even_cycles(self.hw, n, 2.0):.1f} cycles/repeat")
