@@ -1,4 +1,4 @@
-"""ipywidgets explorers for MoeGatingTopK (notebooks 02 to 06).
+"""ipywidgets explorers for MoeGatingTopK (notebooks 02 to 07).
 
 Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
 ``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` built once with its full layout and
@@ -23,7 +23,9 @@ message is also kept in ``.error`` (None after a successful update).
 * :class:`DoubleBufferExplorer` -- v1 / v2 / v2_bad_sync / v2c: the simulated timeline beside the
   hand-made pipeline of one core (notebook 05);
 * :class:`FastExpExplorer` -- the polynomial exp's speed-up against the exact Exp's assumed cost
-  (notebook 06).
+  (notebook 06);
+* :class:`TuningExplorer` -- the tileS sweep for (E, K, chip, version) with the autotuner's choice
+  circled (notebook 07).
 
 No library module imports this one (DESIGN.md §2).
 """
@@ -32,8 +34,9 @@ from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_byte
 from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
 from .fast_exp import FastExpExplorer
+from .tuning import TuningExplorer
 from .tile_sweep import TileSweepExplorer
 from .ub_budget import UbBudgetExplorer, ub_breakdown
 
 __all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
-           "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "minimum_hbm_bytes", "ub_breakdown"]
+           "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown"]

@@ -1,4 +1,5 @@
-"""DoubleBufferExplorer (notebook 05): controls drive the simulated timeline and the hand model."""
+"""The explorers of notebooks 05-07 (DoubleBufferExplorer, FastExpExplorer, TuningExplorer): controls drive the
+simulations and the status lines."""
 
 from __future__ import annotations
 
@@ -54,3 +55,19 @@ def test_fast_exp_explorer_status_and_marker():
     assert list(fe.figure.data[1].x) == [35.0]
     with pytest.raises(ValueError, match="n_floats"):
         FastExpExplorer(n_floats=5)
+
+
+def test_tuning_explorer_circles_the_tuners_choice_and_explains_refusals():
+    from npu_lab.kernels.moe_gating import autotune
+    from npu_lab.moe_widgets import TuningExplorer
+    from npu_lab.moe_widgets.tuning import TUNING_TILES
+
+    te = TuningExplorer(chip="ascend-910b2", version="v3")
+    truth = autotune(1, 1024, 64, 2, version="v3", hw="ascend-910b2", candidates=list(TUNING_TILES))
+    assert te.best.tile_s == truth.tile_s and truth.reason in te.status.value
+    te.set(E=8, K=8)
+    assert "E=8, K=8" in te.status.value
+    te.set(chip="ascend-310p3", version="v1")
+    assert te.error and "DataCopyPad" in te.status.value and te.best is None
+    with pytest.raises(ValueError, match="version"):
+        TuningExplorer(version="v4")               # v4 has no tileS

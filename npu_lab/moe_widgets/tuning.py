@@ -1,0 +1,68 @@
+"""TuningExplorer: the tileS sweep for one (E, K, chip, version) with the autotuner's choice
+circled and the article's measured points as a reference (notebook 07)."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+
+from ..data import load_article_tile_sweep
+from ..kernels.moe_gating import autotune, sweep
+from ..viz import latency_sweep_figure, update_latency_sweep
+from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _error_html, _Explorer, _LRU, MOE_CHIPS
+
+#: candidate tileS values the sweep and the tuner try
+TUNING_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+E_CHOICES = (8, 16, 32, 64, 128, 256)
+K_CHOICES = (1, 2, 4, 8)
+#: versions offered: the tileS-tiled fused kernels without the pitfall and the fast-exp variant
+TUNING_VERSIONS = tuple(v for v in TILE_S_VERSIONS if v not in ("v2_bad_sync", "v3_fast_exp"))
+
+
+class TuningExplorer(_Explorer):
+    """Controls ``.E``, ``.K`` (SelectionSliders; K is capped at E), ``.chip`` (Dropdown),
+    ``.version`` (ToggleButtons); ``.figure`` is latency against tileS at S = ``S`` with the tuner's
+    tileS highlighted; ``.status`` starts with "<b>version on chip, E=.., K=..</b>: " and the
+    tuner's reason; ``.best`` is the last :class:`~npu_lab.kernels.moe_gating.TuneResult`."""
+
+    def __init__(self, chip: str = "article", version: str = "v1", E: int = 64, K: int = 2, S: int = 1024):
+        _check_choice("chip", chip, [(c, c) for c in MOE_CHIPS])
+        _check_choice("version", version, [(v, v) for v in TUNING_VERSIONS])
+        _check_choice("E", E, [(str(e), e) for e in E_CHOICES])
+        _check_choice("K", K, [(str(k), k) for k in K_CHOICES])
+        self.S_tokens = int(S)
+        self._results = _LRU()
+        self.E = W.SelectionSlider(options=E_CHOICES, value=E, description="E")
+        self.K = W.SelectionSlider(options=K_CHOICES, value=K, description="K")
+        self.chip = W.Dropdown(options=list(MOE_CHIPS), value=chip, description="chip")
+        self.version = W.ToggleButtons(options=list(TUNING_VERSIONS), value=version, description="version")
+        self.status = W.HTML()
+        article = load_article_tile_sweep().rename(columns={"tile_s": "tileS"})
+        first = sweep(version, 1, self.S_tokens, E, min(K, E), chip, TUNING_TILES).dropna(subset=["latency_us"])
+        self.figure = latency_sweep_figure(first, "tileS", highlight=8, reference=article, widget=True, log_x=True,
+                                           title=f"Latency vs tileS (S = {self.S_tokens})")
+        self.widget = W.VBox([W.HBox([self.E, self.K]), W.HBox([self.chip, self.version]), self.status, self.figure])
+        self.best = None
+        self._watch(self.E, self.K, self.chip, self.version)
+        self.update()
+
+    def _compute(self, key):
+        version, chip, E, K = key
+        table = sweep(version, 1, self.S_tokens, E, K, chip, TUNING_TILES).dropna(subset=["latency_us"])
+        best = autotune(1, self.S_tokens, E, K, version=version, hw=chip, candidates=list(TUNING_TILES))
+        return table, best
+
+    def update(self) -> None:
+        E, K = self.E.value, min(self.K.value, self.E.value)
+        key = (self.version.value, self.chip.value, E, K)
+        head = f"{key[0]} on {key[1]}, E={E}, K={K}"
+        try:
+            table, self.best = self._results.get_or(key, lambda: self._compute(key))
+        except _EXPECTED_ERRORS as err:
+            self.error, self.best = str(err), None
+            self.status.value = _error_html(head, str(err))
+            return
+        self.error = None
+        update_latency_sweep(self.figure, table, highlight=self.best.tile_s)
+        self.status.value = f"<b>{html.escape(head)}</b>: {html.escape(self.best.reason)}"
