@@ -47,6 +47,7 @@ _BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v2c": 
 
 #: instructions a version issues whatever the shape (checked against the chip before a launch)
 ALWAYS_NEEDS = {"v1": ("DataCopyPad",), "v2": ("DataCopyPad",), "v2_bad_sync": ("DataCopyPad",),
+                "v3_fast_exp": ("Cast float32->int32", "ShiftLeft"),
                 "v4": ("DataCopyPad", "Sort32", "MrgSort")}
 
 
@@ -120,7 +121,7 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
 def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
     """UB a block of ``version`` holds with this tiling (the kernel allocates exactly this)."""
     if isinstance(tiling, MoeGatingV4Tiling):
-        return moe_gating_v4_ub_bytes(tiling.ubFormer, tiling.col, tiling.k)
+        return moe_gating_v4_ub_bytes(tiling.ubFormer, tiling.col, tiling.k)   # float32: the larger budget
     return moe_ub_bytes(_BUDGET_VERSION[_check_version(version)], tiling.tileBS, tiling.E, tiling.K)
 
 
