@@ -16,7 +16,7 @@ import numpy as np
 from .data import ARTICLE_SWEEP_SHAPE
 from .checks import (CheckResult, missing as _missing, parse_number as _number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
-from .kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
+from .kernels.moe_gating import (UbBudgetError, calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                  moe_ub_capacity, simulate_moe_gating, sweep)
 from .presets import get_preset
 
@@ -192,7 +192,15 @@ def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = 
     value = _whole(answer)
     if value is None:
         return _wrong(f"Answer a whole number of experts, not {answer!r}.")
-    tile = lambda e: calculate_moe_gating_tiling(1, SHAPE["S"], e, K, hw, version=version).tileS  # noqa: E731
+    def tile(e):
+        """The host's tileS at E = e, or None when not even one row fits the UB."""
+        try:
+            return calculate_moe_gating_tiling(1, SHAPE["S"], e, K, hw, version=version).tileS
+        except UbBudgetError:
+            return None
+    if value < K:
+        return _wrong(f"E={value} experts cannot hold the K={K} chosen per token: answer a whole number "
+                      f"of experts >= {K}.")
     if value == truth:
         return _right(f"At E={truth - 1} tileS is still {tile(truth - 1)}; at E={truth} eight points need "
                       f"{moe_ub_bytes(version, 8, truth, K):,} B > {hw.ub_bytes:,} B, so tileS halves to "
@@ -204,7 +212,9 @@ def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = 
                       "halves it much earlier.")
     if value < truth:
         return _wrong(f"At E={value} the host rule still picks tileS={tile(value)}. Try a larger E.")
-    return _wrong(f"At E={value} tileS is already {tile(value)}; it dropped earlier. Try a smaller E "
+    now = tile(value)
+    already = f"tileS is already {now}" if now is not None else "not even one row fits the UB"
+    return _wrong(f"At E={value} {already}; it dropped earlier. Try a smaller E "
                   "(bisection: halve the interval each time).")
 
 

@@ -96,7 +96,8 @@ def test_chip_and_version_change_the_curve(tse):
 
 def test_k_larger_than_e_shows_the_library_message(tse):
     tse.set(E=4, K=8)
-    assert tse.error and "k must satisfy" in tse.error.lower()
+    assert tse.error and "k must be <= e" in tse.error.lower()
+    assert "tileS=8 does not run" not in tse.status.value and "K=8 does not run" in tse.status.value
     assert "does not run" in tse.status.value and "color:#b00020" in tse.status.value
     assert len(tse.figure.data[0].x) == 0 and len(tse.figure.data[1].x) == 0
     tse.E.value = 64                                   # valid again
@@ -116,7 +117,7 @@ def test_ub_overflow_shows_the_library_message(tse):
 
 def test_tile_larger_than_s_is_clamped_and_said(tse):
     tse.set(S=6, tile_s=32)
-    assert list(tse.figure.data[1].x) == [32]
+    assert list(tse.figure.data[1].x) == [6]           # on the curve, which ends at S
     assert tse.figure.data[1].y[0] == _latency(tse)
     assert "clamped" in tse.status.value
 

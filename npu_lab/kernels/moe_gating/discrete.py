@@ -47,12 +47,49 @@ class RowTiling(Int32Struct):
 GENERIC_ROWS_PER_TILE = 8   # what a shape-agnostic library kernel picks: small and safe
 
 
-def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int) -> RowTiling:
+def _ub(nbytes: int, block_bytes: int) -> int:
+    return -(-nbytes // block_bytes) * block_bytes
+
+
+def discrete_ub_bytes(rows: int, E: int, K: int, block_bytes: int = 32) -> dict[str, int]:
+    """UB bytes each kernel of the chain allocates for a tile of ``rows`` rows: the same buffers,
+    in the same sizes, as the kernels below (each rounded up to whole blocks)."""
+    def b(n):
+        return _ub(n, block_bytes)
+    return {
+        # softmax_kernel: x, y [rows*E] f32; row_max f32 [rows], row_arg i32 [rows]
+        "Softmax": 2 * b(rows * E * 4) + 2 * b(rows * 4),
+        # topk_sort_kernel: probs [rows*E] f32; values, indices [rows*K]; sorted values and
+        # sorted indices [rows*E] (the full sort keeps all E of every row)
+        "TopK": 3 * b(rows * E * 4) + 2 * b(rows * K * 4),
+        # renormalise_kernel: values, weights [rows*K] f32; row_sum [rows]
+        "Renormalise": 2 * b(rows * K * 4) + b(rows * 4),
+    }
+
+
+def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int, block_bytes: int = 32) -> RowTiling:
     """Conservative: at most 8 rows, and at most a quarter of UB for one tile's [rows, E] floats
-    (a generic kernel must leave room for whatever scratch its worst case needs)."""
+    (a generic kernel must leave room for whatever scratch its worst case needs); fewer rows
+    while any kernel of the chain would not fit (:func:`discrete_ub_bytes`). Raises
+    ``UbBudgetError`` when not even one row fits."""
+    from .tiling import UbBudgetError, _check_int
+
+    N, E, K = _check_int("N", N), _check_int("E", E), _check_int("K", K)
+    ub_bytes, block_bytes = _check_int("ub_bytes", ub_bytes), _check_int("block_bytes", block_bytes)
+    if K > E:
+        raise ValueError(f"K must be <= E (cannot pick {K} of {E} experts); got K={K}, E={E}")
     rows = max(1, min(GENERIC_ROWS_PER_TILE, (ub_bytes // 4) // (E * 4 * 4)))
-    if rows * E * 4 * 4 > ub_bytes:
-        raise ValueError(f"E={E} is too large for the generic discrete kernels on a {ub_bytes}-byte UB")
+    while rows > 1 and max(discrete_ub_bytes(rows, E, K, block_bytes).values()) > ub_bytes:
+        rows -= 1
+    need = discrete_ub_bytes(1, E, K, block_bytes)
+    if max(need.values()) > ub_bytes:
+        worst = max(need, key=need.get)
+        raise UbBudgetError(
+            f"the discrete chain does not fit one row of E={E}, K={K} in a {ub_bytes}-byte UB: its "
+            f"{worst} kernel needs {need[worst]} bytes for a single row ({', '.join(f'{k} {v} B' for k, v in need.items())}). "
+            "The generic TopK sorts all E of a row in UB (probabilities, sorted values, sorted "
+            "indices: 3·E·4 bytes, plus 2·K·4). Use a smaller E or K, a chip with more UB, or a "
+            "fused version (v1-v3).")
     return RowTiling(N, E, K, min(rows, N))
 
 
@@ -159,7 +196,7 @@ def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
 def run_discrete_chain(logits_gm: GlobalTensor, indices_gm: GlobalTensor, weights_gm: GlobalTensor,
                        N: int, E: int, K: int, hw, timing_only: bool) -> Timeline:
     """Launch Softmax → TopK → Renormalise back to back; intermediates live in HBM."""
-    t = generic_row_tiling(N, E, K, hw.ub_bytes)
+    t = generic_row_tiling(N, E, K, hw.ub_bytes, hw.block_bytes)
     block_dim = min(hw.vector_cores, t.tiles)
     probs = GlobalTensor.empty(N * E, np.float32, "probs", timing_only)
     values = GlobalTensor.empty(N * K, np.float32, "topk_values", timing_only)

@@ -66,7 +66,8 @@ def scalar_topk_softmax(ctx, scores, values, indices, E: int, K: int) -> None:
 
     def compute():
         v, i = heap_topk(scores.data[:E].astype(np.float32), K)
-        e = np.exp(v - v[0])
+        with np.errstate(over="ignore"):   # x - max may overflow to -inf: exp gives 0, as it should
+            e = np.exp(v - v[0])
         values.data[:K] = e / e.sum(dtype=np.float32)
         indices.data[:K] = i
 

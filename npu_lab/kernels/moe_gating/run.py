@@ -20,8 +20,8 @@ from ...presets import get_preset
 from ...sim.timeline import Timeline
 from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel
-from .reference import _check_k, _raise_on_nonfinite
-from .tiling import MoeGatingTiling, calculate_moe_gating_tiling, moe_ub_bytes
+from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite
+from .tiling import MoeGatingTiling, _check_shape, calculate_moe_gating_tiling, moe_ub_bytes
 from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
 
 VERSIONS = {
@@ -55,13 +55,14 @@ class MoeGatingResult:
 
 
 def _check_version(version: str) -> str:
-    if version not in VERSIONS:
+    if not isinstance(version, str) or version not in VERSIONS:
         raise ValueError(f"unknown version {version!r}; choose one of: {', '.join(VERSIONS)}")
     return version
 
 
 def _hw(hw) -> HardwareSpec:
-    return get_preset(hw) if isinstance(hw, str) else hw
+    """A preset name or a HardwareSpec (get_preset passes a spec through, rejects the rest)."""
+    return get_preset(hw)
 
 
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
@@ -76,7 +77,8 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
         if tile_s is not None and (isinstance(tile_s, bool) or not isinstance(tile_s, (int, np.integer))
                                    or tile_s < 1):
             raise ValueError(f"tile_s must be >= 1 (and is ignored by the discrete chain); got {tile_s!r}")
-        t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
+        B, S, E, K = _check_shape(B, S, E, K)
+        t = generic_row_tiling(B * S, E, K, hw.ub_bytes, hw.block_bytes)
         return None, min(hw.vector_cores, t.tiles)
     tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
     block_dim = tiling.totalTiles if version == "v1" else min(hw.vector_cores, tiling.totalTiles)
@@ -85,7 +87,14 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
 
 def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
     """UB a block of ``version`` holds with this tiling (the kernel allocates exactly this)."""
-    return moe_ub_bytes(_BUDGET_VERSION[_check_version(version)], tiling.tileBS, tiling.E, tiling.K)
+    if _check_version(version) == "discrete":
+        raise ValueError("the discrete chain has no MoeGatingTiling: its UB per kernel is "
+                         "discrete.discrete_ub_bytes(rows, E, K); ub_used_bytes takes a fused version "
+                         f"({', '.join(_BUDGET_VERSION)})")
+    if not isinstance(tiling, MoeGatingTiling):
+        raise TypeError(f"tiling must be a MoeGatingTiling (from plan_moe_gating or "
+                        f"calculate_moe_gating_tiling); got {type(tiling).__name__}")
+    return moe_ub_bytes(_BUDGET_VERSION[version], tiling.tileBS, tiling.E, tiling.K)
 
 
 def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_only):
@@ -117,7 +126,7 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
     B, S = (1, x.shape[0]) if x.ndim == 2 else x.shape[:2]
     E = x.shape[-1]
     K = _check_k(k, E)
-    _raise_on_nonfinite(x.reshape(-1, E).astype(np.float32), x.shape)
+    _raise_on_nonfinite(x.reshape(-1, E).astype(np.float32), x.shape, KERNEL_NONFINITE_HINT)
     gate_gm = GlobalTensor.from_array(x, "gate_logits")
     idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices")
     wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights")
