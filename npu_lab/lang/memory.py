@@ -41,7 +41,9 @@ class UbAllocator:
         self.with_storage = with_storage
         self.used_bytes = 0
         self.held: list[UbRegion] = []
-        self._storage = np.zeros(capacity_bytes, np.uint8) if with_storage else None
+        # storage is allocated per buffer, lazily: a what-if chip with a huge ub_bytes must not
+        # allocate all of it up front (2**36 B per block), only the bytes its buffers hold
+        self._storage = with_storage
 
     @property
     def free_bytes(self) -> int:
@@ -58,9 +60,7 @@ class UbAllocator:
                 f"{self.block_bytes}-byte blocks) but only {self.free_bytes} of "
                 f"{self.capacity_bytes} bytes are left; already held: {held}. Use a smaller tile "
                 "or fewer buffers.")
-        storage = None
-        if self._storage is not None:
-            storage = self._storage[self.used_bytes:self.used_bytes + size]
+        storage = np.zeros(size, np.uint8) if self._storage else None
         region = UbRegion(name, self.used_bytes, size, storage)
         self.used_bytes += size
         self.held.append(region)
