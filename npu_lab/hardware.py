@@ -209,8 +209,9 @@ class HardwareSpec:
             raise HardwareSpecError(f"{str(path)!r} is neither valid JSON nor an existing file") from None
         except UnicodeDecodeError:
             raise HardwareSpecError(f"{path}: not a text (UTF-8 JSON) file") from None
-        except OSError as exc:
-            raise HardwareSpecError(f"cannot read hardware JSON from {path}: {exc.strerror or exc}") from None
+        except (OSError, ValueError) as exc:     # ValueError: e.g. a NUL byte in the name
+            raise HardwareSpecError(f"cannot read hardware JSON from {str(path)!r}: "
+                                    f"{getattr(exc, 'strerror', None) or exc}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -285,7 +286,7 @@ def _validate(spec: HardwareSpec) -> None:
             raise HardwareSpecError(f"{name} must be >= 0, got {getattr(spec, name)!r}")
     if spec.ub_bytes < spec.block_bytes:
         raise HardwareSpecError(
-            f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block; "
+            f"ub_bytes={spec.ub_bytes} is smaller than one block (block_bytes={spec.block_bytes}); "
             "a Unified Buffer must hold at least one DMA block (real chips have 192-256 KB)")
     if spec.vector_repeat_bytes % spec.block_bytes:
         raise HardwareSpecError(

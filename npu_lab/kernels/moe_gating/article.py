@@ -55,6 +55,8 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
     (they stay positive); residuals are relative. Returns the fitted spec (fitted fields
     labelled ``fitted``), per-row residuals and the mean absolute percentage error."""
     base = get_preset(base_preset)
+    if not isinstance(free, str) and not isinstance(free, (list, tuple)):
+        raise TypeError(f"free must be a field name or a list of up to 4 field names; got {free!r}")
     free = (free,) if isinstance(free, str) else tuple(free)   # one field name, not its letters
     if not 1 <= len(free) <= 4:
         raise ValueError(f"fit at most 4 fields (and at least 1); got {len(free)}: {free}")
@@ -79,6 +81,9 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
     if shape is not None and (not isinstance(shape, dict) or set("BSEK") - set(shape)):
         raise ValueError(f"shape must be a dict with keys B, S, E and K (like ARTICLE_SWEEP_SHAPE); got {shape!r}")
     shape = dict(ARTICLE_SWEEP_SHAPE if shape is None else shape)
+    for col in ("tile_s", "latency_us"):
+        if pd.to_numeric(measurements[col], errors="coerce").dtype.kind not in "iuf":
+            raise ValueError(f"measurements.{col} must hold real numbers; got {measurements[col].tolist()}")
     tile_col = pd.to_numeric(measurements["tile_s"], errors="coerce").to_numpy(dtype=float)
     if not (np.isfinite(tile_col) & (tile_col >= 1) & (tile_col == np.round(tile_col))).all():
         raise ValueError(f"measurements.tile_s must be whole numbers >= 1; got {measurements['tile_s'].tolist()}")
@@ -87,6 +92,8 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
         raise ValueError("measurements.latency_us must be finite latencies > 0 (the fit divides by them); "
                          f"got {measurements['latency_us'].tolist()}")
     tile_s = [int(t) for t in tile_col]
+    if len(set(tile_s)) != len(tile_s):
+        raise ValueError(f"measurements.tile_s has a tileS more than once ({tile_s}): one row per tileS")
     first = sweep(version, shape["B"], shape["S"], shape["E"], shape["K"], base, tile_s)
     unfit = first[first["latency_us"].isna()]
     if not unfit.empty:

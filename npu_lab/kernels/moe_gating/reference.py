@@ -29,9 +29,18 @@ __all__ = [
 NONFINITE_MODES = ("raise", "hardware")
 
 
+def as_logits_array(gate_logits) -> np.ndarray:
+    """np.asarray, with the library's message for what numpy cannot make an array of."""
+    try:
+        return np.asarray(gate_logits)
+    except (ValueError, TypeError) as exc:      # ragged nested lists, odd objects
+        raise ValueError(f"gate_logits must be an array [N, E] or [B, S, E] of floats; cannot make "
+                         f"one of {type(gate_logits).__name__} ({exc})") from None
+
+
 def _check_logits(gate_logits) -> np.ndarray:
     """Validate shape and dtype; return the logits as a float32 array of the same shape."""
-    x = np.asarray(gate_logits)
+    x = as_logits_array(gate_logits)
     if x.ndim not in (2, 3):
         raise ValueError(
             "gate_logits must have rank 2 [N, E] or 3 [B, S, E]; "

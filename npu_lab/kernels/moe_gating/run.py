@@ -20,7 +20,7 @@ from ...presets import get_preset
 from ...sim.timeline import Timeline
 from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel
-from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite
+from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
 from .tiling import MoeGatingTiling, _check_shape, calculate_moe_gating_tiling, moe_ub_bytes
 from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
 
@@ -114,7 +114,7 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
     weights float32 shaped [..., K] like the reference, plus the timeline."""
     version = _check_version(version)
     hw = _hw(hw)
-    x = np.asarray(gate_logits)
+    x = as_logits_array(gate_logits)
     if x.ndim not in (2, 3):
         raise ValueError(f"gate_logits must have rank 2 [N, E] or 3 [B, S, E]; got shape {x.shape}")
     if x.dtype not in (np.float32, np.float16):
@@ -144,8 +144,12 @@ def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", 
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     K = _check_k(K, E)
-    if np.dtype(dtype) not in (np.float32, np.float16):
-        raise TypeError(f"dtype must be float32 or float16 (the device's logit types); got {np.dtype(dtype)}")
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        dt = None
+    if dt not in (np.float32, np.float16):
+        raise TypeError(f"dtype must be float32 or float16 (the device's logit types); got {dtype!r}")
     gate_gm = GlobalTensor.empty(B * S * E, dtype, "gate_logits", timing_only=True)
     idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices", timing_only=True)
     wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights", timing_only=True)

@@ -39,7 +39,14 @@ def fast_exp_numpy(x: np.ndarray) -> np.ndarray:
     """The same arithmetic as :func:`fast_exp` in plain numpy float32 (for error plots):
     exp(x) = 2**n · p(f) with t = max(x, −87)·log2(e), n = floor(t), f = t − n (the clamp keeps
     2**n a normal float, so inputs below −87 give exp(−87) ≈ 1.6e-38, as the kernel does)."""
-    x = np.maximum(np.asarray(x, np.float32), np.float32(-87.0))   # the kernel's clamp (maxs)
+    try:
+        x64 = np.asarray(x, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"x must be a number or an array of numbers; got {type(x).__name__}") from None
+    if x64.size and not (np.isfinite(x64).all() and x64.max() <= 88.0):
+        raise ValueError("x must be finite and <= 88 (exp overflows float32 above ~88.7); got "
+                         f"max {x64.max()}" if not np.isnan(x64).any() else "x must not contain NaN")
+    x = np.maximum(x64, -87.0).astype(np.float32)   # the kernel's clamp (maxs) at -87
     t = x * np.float32(LOG2E)
     n = np.floor(t).astype(np.int32)
     f = t - n.astype(np.float32)
@@ -57,10 +64,13 @@ def fast_exp_max_rel_error(lo: float = -80.0, hi: float = 0.0, samples: int = 20
     import numbers
 
     for name, v in (("lo", lo), ("hi", hi)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not -1e30 < v < 1e30:   # also NaN
             raise ValueError(f"{name} must be a finite number, got {v!r}")
     if not lo <= hi:
         raise ValueError(f"lo must be <= hi; got lo={lo!r}, hi={hi!r}")
+    if lo < -700:
+        raise ValueError(f"lo must be >= -700 (exact exp underflows float64 below about -745, so a "
+                         f"relative error means nothing there); got {lo!r}")
     if hi > 88:
         raise ValueError(f"hi must be <= 88 (exp overflows float32 above ~88.7); got {hi!r}")
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or not 1 <= samples <= 10**7:
