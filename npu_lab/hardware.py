@@ -286,7 +286,7 @@ def _validate(spec: HardwareSpec) -> None:
             raise HardwareSpecError(f"{name} must be >= 0, got {getattr(spec, name)!r}")
     if spec.ub_bytes < spec.block_bytes:
         raise HardwareSpecError(
-            f"ub_bytes={spec.ub_bytes} is smaller than one block (block_bytes={spec.block_bytes}); "
+            f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block (block_bytes); "
             "a Unified Buffer must hold at least one DMA block (real chips have 192-256 KB)")
     if spec.vector_repeat_bytes % spec.block_bytes:
         raise HardwareSpecError(

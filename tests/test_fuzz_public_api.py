@@ -155,11 +155,24 @@ TARGETS = {
                 ["vector_cores", "ub_bytes", "clock_ghz", "hbm_bandwidth_gbps", "block_bytes",
                  "launch_overhead_us", "name", "description", "provenance"]),
     "fast_exp_numpy": (lambda slot, v: (lambda: mg.fast_exp_numpy(v)), ["x"]),
+    "launch": (lambda slot, v: (lambda: npu_lab.launch(
+        **{"kernel": _empty_kernel, "block_dim": 4, "hw": "ascend-910b2", slot: v})),
+        ["kernel", "block_dim", "hw"]),
+    "compare_presets": (lambda slot, v: (lambda: npu_lab.compare_presets(v)), ["names"]),
+    "GlobalTensor.empty": (lambda slot, v: (lambda: npu_lab.GlobalTensor.empty(
+        **{"shape": 16, "dtype": np.float32, slot: v})), ["shape", "dtype"]),
+    "GlobalTensor.from_array": (lambda slot, v: (lambda: npu_lab.GlobalTensor.from_array(v)), ["array"]),
 }
+
+
+@npu_lab.npu_kernel
+def _empty_kernel(ctx):
+    """A kernel that does nothing: launch's own argument checks are what is fuzzed."""
 # only these argument names are checked against the message; others must at least be named
 ALIASES = {"hw": ["hw", "preset", "chip", "HardwareSpec"], "dtype": ["dtype"], "tile_s": ["tile_s", "tileS"],
            "candidates": ["tile_s", "tileS", "candidates"], "tiling": ["tiling", "MoeGatingTiling"],
-           "chip": ["chip", "preset"], "name": ["name", "preset"], "tile_points": ["tile_points", "points"], "provenance": ["provenance"]}
+           "chip": ["chip", "preset"], "name": ["name", "preset"], "names": ["name", "preset"],
+           "array": ["array", "dtype"], "shape": ["shape", "size"], "tile_points": ["tile_points", "points"], "provenance": ["provenance"]}
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
