@@ -16,8 +16,24 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-lab: install  ## start JupyterLab on the course notebooks
-	$(VENV)/bin/jupyter lab notebooks/
+# `make lab`: JupyterLab on notebooks/, whoever runs it. As root (containers, cloud boxes, CI
+# images) Jupyter refuses to start without --allow-root, so add it then. The course's own
+# JupyterLab settings (the "get notified about official Jupyter news?" pop-up switched off) live
+# in .jupyter/lab/settings/overrides.json, not in the user's settings. The token is made here so
+# the URL printed before the server starts is the one to open (port_retries=0: that port or fail).
+LAB_IP    ?= 127.0.0.1
+LAB_PORT  ?= 8888
+ifndef LAB_TOKEN
+LAB_TOKEN := $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))')
+endif
+LAB_ARGS  ?=
+LAB_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_SETTINGS := $(CURDIR)/.jupyter/lab/settings
+
+lab: install  ## start JupyterLab on the course notebooks and print the URL to open
+	@echo "npu_lab: JupyterLab on notebooks/ -- open http://$(LAB_IP):$(LAB_PORT)/lab?token=$(LAB_TOKEN)  (Ctrl-C twice stops it)"
+	$(VENV)/bin/jupyter lab notebooks/ --ip=$(LAB_IP) --port=$(LAB_PORT) --ServerApp.port_retries=0 \
+		--IdentityProvider.token=$(LAB_TOKEN) --LabApp.app_settings_dir=$(LAB_SETTINGS) $(LAB_ROOT) $(LAB_ARGS)
 
 test: test-unit test-notebooks  ## unit tests, then every notebook under nbval
 

@@ -11,7 +11,13 @@ import numbers
 
 import numpy as np
 
-_UNITS = ("\u00b5s", "us", "%", "x", "cycles", "cycle", "bytes", "b")
+# The units an answer may carry, by quantity; a check accepts only its own ('5 us' is not bytes).
+#: microseconds: micro sign U+00B5, Greek mu U+03BC, or 'us'
+US = ("\u00b5s", "\u03bcs", "us")
+PERCENT = ("%",)
+FACTOR = ("x", "\u00d7")
+CYCLES = ("cycles", "cycle")
+BYTES = ("bytes", "byte", "b")
 
 
 class CheckResult(str):
@@ -41,13 +47,16 @@ def missing(what: str) -> CheckResult:
     return CheckResult(f"No answer yet: replace None with {what}.", None)
 
 
-def parse_number(answer):
-    """A finite float from a number or a numeric string ('5', '5 us', '12%', '8,192'), else None."""
+def parse_number(answer, units: tuple[str, ...] = ()):
+    """A finite float from a number or a numeric string ('5', '12%', '8,192'), else None. A
+    string may end in one of ``units`` (e.g. :data:`US` for '5 us'); any other unit gives None."""
     if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (numbers.Real, str)):
         return None
     text = str(answer).strip().lower()
-    for unit in _UNITS:
-        text = text.removesuffix(unit).strip()
+    for unit in sorted(units, key=len, reverse=True):     # 'cycles' before 'cycle'
+        if text.endswith(unit):
+            text = text[:-len(unit)].strip()
+            break
     try:
         value = float(text.replace(",", "").replace("_", ""))
     except ValueError:
@@ -55,7 +64,8 @@ def parse_number(answer):
     return value if math.isfinite(value) else None
 
 
-def parse_whole(answer):
-    """A whole number (int) from a number or numeric string ('8192', '8,192 bytes'), else None."""
-    value = parse_number(answer)
+def parse_whole(answer, units: tuple[str, ...] = ()):
+    """A whole number (int) from a number or numeric string ('8192', '8,192' or, with
+    ``units=BYTES``, '8,192 bytes'), else None."""
+    value = parse_number(answer, units)
     return int(value) if value is not None and value == int(value) else None

@@ -27,7 +27,8 @@ import numpy as np
 
 from .data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
 from .kernels.moe_gating import (ARTICLE_TILE_S, VERSIONS, moe_gating_topk, moe_gating_topk_reference,
-                                 reproduce_article_claims, simulate_moe_gating, sweep)
+                                 reproduce_article_claims, simulate_moe_gating,
+                                 softmax_topk_renormalise_reference, sweep)
 from .lang import UbOverflowError
 from .presets import get_preset, list_presets
 from .sim import SimulationError
@@ -61,6 +62,26 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:    # numpy's generator takes seeds >= 0; argparse names the flag in the message
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
 
 
@@ -154,15 +175,21 @@ def cmd_sweep(args) -> int:
     for path, what in ((args.csv, "CSV"), (args.html, "HTML page")):
         if path:
             _check_writable(path, what)
+    clamped = sorted({ts for ts in args.tile_s if ts > args.S})
     df = sweep(args.version, args.B, args.S, args.E, args.K, hw, args.tile_s)
     unfit = df[df["note"].fillna("").astype(str) != ""]
     if not unfit.empty:
-        raise CliError(str(unfit["note"].iloc[0]))
+        said = (f"--tile-s {', '.join(map(str, clamped))} > S={args.S} was clamped to S={args.S}; "
+                if clamped and int(unfit["tileS"].iloc[0]) == args.S else "")
+        raise CliError(said + str(unfit["note"].iloc[0]))
     best_row = df.loc[df["latency_us"].idxmin()]
     best = int(best_row.tileS)
     reference = _article_reference(args)
     title = f"MoeGatingTopK {args.version} on {hw.name}: {_shape_text(args)}"
     print(f"{title} (timing-only)")
+    if clamped:
+        print(f"note: tileS {', '.join(map(str, clamped))} > S={args.S} clamped to S={args.S} "
+              "(a tile cannot be longer than the sequence)")
     print(_sweep_table(df, reference))
     if args.version == "discrete":
         print(f"note: the discrete chain does not tile by tileS; every row is the same run "
@@ -186,13 +213,16 @@ def cmd_trace(args) -> int:
     result = simulate_moe_gating(args.B, args.S, args.E, args.K, version=args.version, hw=hw,
                                  tile_s=args.tile_s, dtype=DTYPES[args.dtype])
     timeline = result.timeline
+    max_blocks, capped = _trace_block_cap(timeline, args.max_blocks)
     holder = {}
     _write(args.output, "trace",
-           lambda p: holder.setdefault("doc", timeline.to_chrome_trace(p, max_blocks=args.max_blocks)))
+           lambda p: holder.setdefault("doc", timeline.to_chrome_trace(p, max_blocks=max_blocks)))
     events = sum(1 for e in holder["doc"]["traceEvents"] if e.get("ph") == "X")
-    blocks = sum(l.block_dim for l in timeline.launches)
-    shown = f"first {args.max_blocks} of {blocks} blocks" if args.max_blocks and args.max_blocks < blocks \
-        else f"{blocks} blocks"
+    blocks = max(l.block_dim for l in timeline.launches)
+    shown = f"first {max_blocks} of {blocks} blocks" if max_blocks < blocks else f"{blocks} blocks"
+    if capped:
+        shown += (f", the default cap of ~{TRACE_EVENT_BUDGET:,} events; --max-blocks {blocks} "
+                  "writes every block")
     tile = f", tileS={result.tiling.tileS}" if result.tiling is not None else ""
     verdict = timeline.bottleneck()[0]
     print(f"MoeGatingTopK {args.version} on {hw.name} ({_shape_text(args)}{tile}): "
@@ -201,13 +231,53 @@ def cmd_trace(args) -> int:
     return 0
 
 
+#: Without --max-blocks, trace writes as many blocks (per launch) as keep it near this many
+#: events: a million-point run has millions of events (minutes, gigabytes of JSON) otherwise.
+TRACE_EVENT_BUDGET = 200_000
+
+
+def _trace_block_cap(timeline, asked: int | None) -> tuple[int, bool]:
+    """(blocks per launch to write, whether the default cap cut them)."""
+    blocks = max(l.block_dim for l in timeline.launches)
+    if asked is not None:
+        return min(asked, blocks), False
+    per_block = max(1, len(timeline.events(max_blocks=1)))   # the first block of every launch
+    cap = max(1, min(blocks, TRACE_EVENT_BUDGET // per_block))
+    return cap, cap < blocks
+
+
 # ------------------------------------------------------------------------------- run
+#: Bytes a full run holds per logit, measured (about 17 with numpy 2, on 20M logits): the
+#: float64 draw and its scaled copy, the device copy, the reference's float32 rows and int64 argsort.
+RUN_BYTES_PER_LOGIT = 24
+RUN_BYTES_PER_OUTPUT = 48       # indices + weights, kernel and reference, plus their comparison
+
+
+def run_memory_bytes(B: int, S: int, E: int, K: int) -> int:
+    """What `run` will allocate, estimated before it starts."""
+    return B * S * (E * RUN_BYTES_PER_LOGIT + K * RUN_BYTES_PER_OUTPUT)
+
+
 def cmd_run(args) -> int:
     hw = _chip(args.chip)
+    need = run_memory_bytes(args.B, args.S, args.E, args.K)
+    limit = int(args.max_memory_gb * 2**30)
+    if need > limit:
+        raise CliError(f"a full run of {_shape_text(args)} needs about {need / 2**30:.1f} GiB of memory "
+                       f"(B·S·E = {args.B * args.S * args.E:,} logits x ~{RUN_BYTES_PER_LOGIT} B), more than "
+                       f"the {args.max_memory_gb:g} GiB limit; use a smaller shape, `trace` (timing-only, "
+                       "no data) for the timeline, or raise --max-memory-gb", 2)
+    largest = float(np.finfo(DTYPES[args.dtype]).max) / 8     # 8 standard deviations fit the dtype
+    if args.scale > largest:
+        raise CliError(f"argument --scale: {args.scale:g} overflows {args.dtype} logits; use at most "
+                       f"{largest:.3g}", 2)
     rng = np.random.default_rng(args.seed)
-    logits = (rng.standard_normal((args.B, args.S, args.E)) * args.scale).astype(DTYPES[args.dtype])
+    with np.errstate(over="ignore"):   # beyond 8 sigma: inf, which moe_gating_topk then names
+        logits = (rng.standard_normal((args.B, args.S, args.E)) * args.scale).astype(DTYPES[args.dtype])
     result = moe_gating_topk(logits, args.K, version=args.version, hw=hw, tile_s=args.tile_s)
-    ref_idx, ref_w = moe_gating_topk_reference(logits, args.K)
+    # the discrete chain computes softmax -> top-K -> renormalise: compare it with that reference
+    reference = softmax_topk_renormalise_reference if args.version == "discrete" else moe_gating_topk_reference
+    ref_idx, ref_w = reference(logits, args.K)
     same = result.indices == ref_idx
     err = float(np.max(np.abs(result.weights.astype(np.float64) - ref_w.astype(np.float64))))
     timeline = result.timeline
@@ -333,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shape(p, "v3", "tile size (default: the host's tiling rule)")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32", help="logits dtype (default float32)")
     p.add_argument("--max-blocks", dest="max_blocks", type=_positive_int, metavar="N",
-                   help="write only the first N blocks of each launch (smaller files)")
+                   help="write only the first N blocks of each launch (default: as many as keep the "
+                        f"trace near {TRACE_EVENT_BUDGET:,} events; the output says when it capped)")
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="where to write the trace JSON")
     p.set_defaults(func=cmd_trace)
 
@@ -343,8 +414,10 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=_versions_epilog(), formatter_class=fmt)
     _add_shape(p, "v3", "tile size (default: the host's tiling rule)")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32", help="logits dtype (default float32)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--scale", type=float, default=1.0, help="standard deviation of the logits (default 1)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed, a whole number >= 0 (default 0)")
+    p.add_argument("--scale", type=_scale, default=1.0, help="standard deviation of the logits (default 1)")
+    p.add_argument("--max-memory-gb", dest="max_memory_gb", type=_scale, default=4.0, metavar="GB",
+                   help="refuse a run estimated to need more memory than this (default 4)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("chips", help="list chip presets, or show one with provenance",
@@ -391,6 +464,9 @@ def main(argv=None) -> int:
         return 2
     except SimulationError as exc:
         print(f"{ERROR_PREFIX} simulation failed: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:            # numpy's _ArrayMemoryError too: one line, not a traceback
+        print(f"{ERROR_PREFIX} out of memory: {_one_line(exc)}; try a smaller shape", file=sys.stderr)
         return 1
     except BrokenPipeError:               # e.g. `... | head`: stop quietly (Python docs' recipe)
         try:

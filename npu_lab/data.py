@@ -6,8 +6,10 @@ file is and where its numbers come from.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["ARTICLE_SWEEP_SHAPE", "DATA_DIR", "load_article_tile_sweep"]
@@ -19,6 +21,7 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 ARTICLE_SWEEP_SHAPE = {"B": 1, "S": 1024, "E": 64, "K": 2}
 
 _SWEEP_COLUMNS = ("tile_s", "blocks", "ub_kb_est", "latency_us", "core_utilisation_est")
+_WHOLE_COLUMNS = ("tile_s", "blocks", "latency_us")
 
 
 def load_article_tile_sweep(path: str | Path | None = None) -> pd.DataFrame:
@@ -33,21 +36,41 @@ def load_article_tile_sweep(path: str | Path | None = None) -> pd.DataFrame:
     ``path`` defaults to ``data/article_tile_sweep.csv``; raises ``FileNotFoundError`` or
     ``ValueError`` (naming the file and what is wrong) if it is missing or malformed.
     """
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path, got {type(path).__name__} {path!r}")
     path = Path(path) if path is not None else DATA_DIR / "article_tile_sweep.csv"
     if not path.is_file():
         raise FileNotFoundError(f"article tile sweep not found at {path}; it ships in data/")
-    df = pd.read_csv(path, comment="#")
+    try:
+        df = pd.read_csv(path, comment="#")
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty; expected columns {list(_SWEEP_COLUMNS)}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        reason = " ".join(str(err).split()) if isinstance(err, pd.errors.ParserError) else "not UTF-8 text"
+        raise ValueError(f"{path}: not a well-formed CSV table ({reason})") from None
     if tuple(df.columns) != _SWEEP_COLUMNS:
         raise ValueError(
             f"{path}: expected columns {list(_SWEEP_COLUMNS)}; got {list(df.columns)}"
         )
     if df.empty or df.isna().any().any():
         raise ValueError(f"{path}: the table is empty or has missing values")
-    try:
-        df = df.astype({"tile_s": "int64", "blocks": "int64", "ub_kb_est": "float64",
-                        "latency_us": "int64", "core_utilisation_est": "float64"})
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: a column is not numeric as expected ({err})") from None
+    for col in _SWEEP_COLUMNS:
+        values = pd.to_numeric(df[col], errors="coerce")
+        if values.isna().any() or not np.isfinite(values.to_numpy(dtype=float)).all():
+            bad = df[col][values.isna() | ~np.isfinite(values.to_numpy(dtype=float))].iloc[0]
+            raise ValueError(f"{path}: column {col} must hold finite numbers; got {bad!r}")
+        if col in _WHOLE_COLUMNS and (values != values.round()).any():
+            bad = values[values != values.round()].iloc[0]
+            raise ValueError(f"{path}: column {col} must hold whole numbers; got {bad} (not truncated)")
+        if (values < 0).any() or (col in _WHOLE_COLUMNS and (values < 1).any()):
+            bound = ">= 1" if col in _WHOLE_COLUMNS else ">= 0"
+            raise ValueError(f"{path}: column {col} must be {bound}; got {values.min()}")
+        df[col] = values
+    if df["tile_s"].duplicated().any():
+        dup = int(df.loc[df["tile_s"].duplicated(), "tile_s"].iloc[0])
+        raise ValueError(f"{path}: tile_s={dup} appears more than once; one row per tileS")
+    df = df.astype({"tile_s": "int64", "blocks": "int64", "ub_kb_est": "float64",
+                    "latency_us": "int64", "core_utilisation_est": "float64"})
     if not df["core_utilisation_est"].between(0, 1).all():
         raise ValueError(f"{path}: core_utilisation_est must be fractions in [0, 1]")
     df.attrs["shape"] = dict(ARTICLE_SWEEP_SHAPE)

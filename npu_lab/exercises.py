@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .checks import (CheckResult, missing as _missing, parse_number as _as_number,
+from .checks import (US, CheckResult, missing as _missing, parse_number as _as_number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from .presets import get_preset
 
@@ -30,7 +30,7 @@ def check_launch_overhead(answer) -> CheckResult:
         return _missing("a number of microseconds, e.g. 3.5")
     hw = get_preset("ascend-910b2")
     truth = hw.launch_overhead_us
-    value = _as_number(answer)
+    value = _as_number(answer, US)
     kind, note = hw.provenance.get("launch_overhead_us", ("unspecified", ""))
     if value is None:
         return _wrong(f"{answer!r} is not a number of microseconds. Hint: look for the "
@@ -122,7 +122,7 @@ def check_largest_tile_len(answer) -> CheckResult:
     hw = get_preset("ascend-910b2")
     per_element = 3 * 2 * 4          # 3 queues x 2 buffers x 4 bytes
     truth = hw.ub_bytes // per_element // 8 * 8
-    value = _whole(answer)
+    value = _whole(answer, ("elements",))
     if value is None:
         return _wrong(f"Answer a whole number of elements, not {answer!r}.")
     if value == truth:

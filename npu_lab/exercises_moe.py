@@ -14,9 +14,9 @@ import math
 import numpy as np
 
 from .data import ARTICLE_SWEEP_SHAPE
-from .checks import (CheckResult, missing as _missing, parse_number as _number,
+from .checks import (BYTES, PERCENT, CheckResult, missing as _missing, parse_number as _number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
-from .kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
+from .kernels.moe_gating import (UbBudgetError, calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                  moe_ub_capacity, simulate_moe_gating, sweep, unsupported_reason)
 from .kernels.moe_gating.run import ALWAYS_NEEDS
 from .presets import get_preset
@@ -44,7 +44,7 @@ UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 def _percent(answer):
     """A share as a percentage: 0.74, '74%' and 74 all mean 74 %."""
-    value = _number(answer)
+    value = _number(answer, PERCENT)
     if value is None:
         return None
     if isinstance(answer, str) and answer.strip().endswith("%"):
@@ -63,7 +63,7 @@ def check_discrete_hbm_bytes(answer) -> CheckResult:
     truth = t.hbm_bytes
     minimum = B * S * E * 4 + B * S * K * 8
     per_launch = ", ".join(f"{l.name} {l.hbm_bytes:,} B" for l in t.launches)
-    value = _whole(answer)
+    value = _whole(answer, BYTES)
     if value is None:
         return _wrong(f"{answer!r} is not a whole number of bytes.")
     if value == truth:
@@ -158,7 +158,7 @@ def check_largest_tile_s(answer, E: int = 4096, K: int = 2, version: str = "v2",
     hw = get_preset(chip)
     truth = moe_ub_capacity(version, E, K, hw.ub_bytes, hw.block_bytes)
     host = calculate_moe_gating_tiling(1, SHAPE["S"], E, K, hw, version=version).tileS
-    value = _whole(answer)
+    value = _whole(answer, ("points",))
     if value is None or value < 1:
         return _wrong(f"Answer a whole number of points >= 1, not {answer!r}.")
 
@@ -190,10 +190,18 @@ def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = 
     truth = first_e_below_tile_s(8, version, K, chip)
     # the article's formula, 8 * (E*4 + K*8) bytes, against its assumed 256 KB
     article_e = (256 * 1024 // 8 - K * 8) // 4 + 1
-    value = _whole(answer)
+    value = _whole(answer, ("experts",))
     if value is None:
         return _wrong(f"Answer a whole number of experts, not {answer!r}.")
-    tile = lambda e: calculate_moe_gating_tiling(1, SHAPE["S"], e, K, hw, version=version).tileS  # noqa: E731
+    def tile(e):
+        """The host's tileS at E = e, or None when not even one row fits the UB."""
+        try:
+            return calculate_moe_gating_tiling(1, SHAPE["S"], e, K, hw, version=version).tileS
+        except UbBudgetError:
+            return None
+    if value < K:
+        return _wrong(f"E={value} experts cannot hold the K={K} chosen per token: answer a whole number "
+                      f"of experts >= {K}.")
     if value == truth:
         return _right(f"At E={truth - 1} tileS is still {tile(truth - 1)}; at E={truth} eight points need "
                       f"{moe_ub_bytes(version, 8, truth, K):,} B > {hw.ub_bytes:,} B, so tileS halves to "
@@ -205,7 +213,9 @@ def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = 
                       "halves it much earlier.")
     if value < truth:
         return _wrong(f"At E={value} the host rule still picks tileS={tile(value)}. Try a larger E.")
-    return _wrong(f"At E={value} tileS is already {tile(value)}; it dropped earlier. Try a smaller E "
+    now = tile(value)
+    already = f"tileS is already {now}" if now is not None else "not even one row fits the UB"
+    return _wrong(f"At E={value} {already}; it dropped earlier. Try a smaller E "
                   "(bisection: halve the interval each time).")
 
 
@@ -217,7 +227,7 @@ def check_honest_ub_bytes(answer, version: str = "v2", tile_s: int = 8) -> Check
     E, K = SHAPE["E"], SHAPE["K"]
     truth = moe_ub_bytes(version, tile_s, E, K)
     formula = tile_s * (E * 4 + K * 8)
-    value = _whole(answer)
+    value = _whole(answer, BYTES)
     if value is None:
         return _wrong(f"Answer a whole number of bytes, not {answer!r}.")
     if value == truth:

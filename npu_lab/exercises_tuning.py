@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from .checks import (CheckResult, missing as _missing, parse_number as _number,
+from .checks import (CYCLES, FACTOR, PERCENT, US, CheckResult, missing as _missing, parse_number as _number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from .kernels.moe_gating import autotune, exp_speedup, simulate_moe_gating
 from .kernels.moe_gating.article import DEFAULT_FREE
@@ -66,7 +66,7 @@ def check_steady_state_period(answer) -> CheckResult:
         return _missing("a number of microseconds")
     l, c, s = PERIOD_EXERCISE
     truth = steady_state_period(l, c, s, buffers=2)
-    value = _number(answer)
+    value = _number(answer, US)
     if value is None:
         return _wrong(f"{answer!r} is not a number of microseconds.")
     if math.isclose(value, truth, abs_tol=1e-6):
@@ -125,7 +125,7 @@ def check_db_gain_one_tile_per_block(answer, tile_s: int = 32) -> CheckResult:
     v1 = simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s)
     v2 = simulate_moe_gating(*SHAPE, version="v2", hw=CHIP, tile_s=tile_s)
     truth = 100 * (1 - v2.latency_us / v1.latency_us)
-    value = _number(answer)
+    value = _number(answer, PERCENT)
     if value is None:
         return _wrong(f"{answer!r} is not a percentage.")
     evidence = (f"v1 {v1.latency_us:.2f} \u00b5s with {v1.block_dim} blocks, v2 {v2.latency_us:.2f} \u00b5s "
@@ -154,7 +154,7 @@ def check_topk_vector_instructions(answer, K: int = 8, E: int = 64) -> CheckResu
     if answer is None:
         return _missing("a whole number of instructions")
     truth = _v_instructions(K, 2, E) - _v_instructions(K, 1, E)
-    value = _whole(answer)
+    value = _whole(answer, ("instructions",))
     if value is None:
         return _wrong(f"Answer a whole number of instructions, not {answer!r}.")
     per_round = _v_instructions(2, 2, E) - _v_instructions(2, 1, E) - (_v_instructions(1, 2, E) - _v_instructions(1, 1, E))
@@ -201,7 +201,7 @@ def check_fast_exp_break_even(answer, count: int = 4096) -> CheckResult:
         return _missing("a number of cycles per repeat")
     truth = exp_break_even_cycles(CHIP, count)
     hw = get_preset(CHIP)
-    value = _number(answer)
+    value = _number(answer, CYCLES)
     if value is None:
         return _wrong(f"{answer!r} is not a number of cycles.")
     if abs(value - truth) <= max(0.5, 0.03 * truth):
@@ -314,7 +314,7 @@ def check_article_vs_datasheet(answer, tile_s: int = 8) -> CheckResult:
     measured = float(table.loc[table["tile_s"] == tile_s, "latency_us"].iloc[0])
     model = simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s).latency_us
     truth = measured / model
-    value = _number(answer)
+    value = _number(answer, FACTOR)
     if value is None:
         return _wrong(f"{answer!r} is not a number.")
     if abs(value - truth) <= 0.1 * truth:

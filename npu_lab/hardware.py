@@ -168,8 +168,11 @@ class HardwareSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "HardwareSpec":
+        if not isinstance(data, Mapping):
+            raise HardwareSpecError(f"a hardware description must be a JSON object (a dict of fields); "
+                                    f"got {type(data).__name__} {_short(data)}")
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
+        unknown = sorted(set(map(str, data)) - names)
         if unknown:
             raise HardwareSpecError(f"unknown field(s) {unknown} in hardware description; "
                                     f"valid fields: {sorted(names)}")
@@ -180,20 +183,45 @@ class HardwareSpec:
             raise HardwareSpecError(f"hardware description is missing field(s) {missing}; "
                                     "start from a preset's to_json() and edit it")
         kwargs = dict(data)
-        prov = kwargs.pop("provenance", {}) or {}
-        kwargs["provenance"] = {k: (str(v[0]), str(v[1]) if len(v) > 1 else "") for k, v in prov.items()}
+        kwargs["provenance"] = _provenance_from_json(kwargs.pop("provenance", None))
         return cls(**kwargs)
 
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> "HardwareSpec":
-        """Build a spec from a JSON string or a path to a JSON file (the format of to_json)."""
-        candidate = Path(text_or_path) if not str(text_or_path).lstrip().startswith("{") else None
-        text = candidate.read_text() if candidate is not None else str(text_or_path)
+        """Build a spec from a JSON string or a path to a JSON file (the format of to_json).
+        A ``str`` is read as JSON when it parses, else as a file name; a ``Path`` is a file."""
+        if isinstance(text_or_path, (bytes, bytearray)):
+            text_or_path = bytes(text_or_path).decode("utf-8", errors="replace")
+        if not isinstance(text_or_path, (str, Path)):
+            raise HardwareSpecError(f"from_json takes a JSON string or a path; got "
+                                    f"{type(text_or_path).__name__} {_short(text_or_path)}")
+        if isinstance(text_or_path, str):
+            if not text_or_path.strip():
+                raise HardwareSpecError("from_json got an empty string; pass a JSON object such as "
+                                        "get_preset('ascend-910b2').to_json(), or a path to a JSON file")
+            try:
+                return cls.from_dict(json.loads(text_or_path))
+            except json.JSONDecodeError as exc:
+                if text_or_path.lstrip()[:1] in "{[\"" or "\n" in text_or_path:
+                    raise HardwareSpecError(f"hardware JSON does not parse: {exc}") from None
+        path = Path(text_or_path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise HardwareSpecError(f"{str(path)!r} is neither valid JSON nor an existing file") from None
+        except UnicodeDecodeError:
+            raise HardwareSpecError(f"{path}: not a text (UTF-8 JSON) file") from None
+        except (OSError, ValueError) as exc:     # ValueError: e.g. a NUL byte in the name
+            raise HardwareSpecError(f"cannot read hardware JSON from {str(path)!r}: "
+                                    f"{getattr(exc, 'strerror', None) or exc}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise HardwareSpecError(f"hardware JSON does not parse: {exc}") from exc
-        return cls.from_dict(data)
+            raise HardwareSpecError(f"{path}: hardware JSON does not parse: {exc}") from None
+        try:
+            return cls.from_dict(data)
+        except HardwareSpecError as exc:
+            raise HardwareSpecError(f"{path}: {exc}") from None
 
     def table(self):
         """A pandas DataFrame: one row per field with value, unit, meaning, provenance and note."""
@@ -205,6 +233,28 @@ class HardwareSpec:
             rows.append({"field": name, "value": getattr(self, name), "unit": unit,
                          "meaning": meaning, "provenance": kind, "note": note})
         return pd.DataFrame(rows).set_index("field")
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _provenance_from_json(prov) -> dict[str, tuple[str, str]]:
+    """JSON provenance {field: [kind, note]} -> {field: (kind, note)}, or a clear error."""
+    if prov is None:
+        return {}
+    if not isinstance(prov, Mapping):
+        raise HardwareSpecError(f"provenance must be an object {{field: [kind, note]}}; got "
+                                f"{type(prov).__name__} {_short(prov)}")
+    out = {}
+    for key, value in prov.items():
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 2 \
+                or not all(isinstance(v, str) for v in value):
+            raise HardwareSpecError(f"provenance[{key!r}] must be [kind, note] (two strings, kind one of "
+                                    f"{PROVENANCE_KINDS}); got {_short(value)}")
+        out[key] = (value[0], value[1] if len(value) > 1 else "")
+    return out
 
 
 def _validate(spec: HardwareSpec) -> None:
@@ -219,10 +269,19 @@ def _validate(spec: HardwareSpec) -> None:
         value = getattr(spec, name)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise HardwareSpecError(f"{name} must be a number ({FIELD_DOCS[name][0]}), got {value!r}")
-        if not math.isfinite(value):
-            raise HardwareSpecError(f"{name} must be finite, got {value!r}")
-        if name in _INT_FIELDS and int(value) != value:
-            raise HardwareSpecError(f"{name} must be a whole number, got {value!r}")
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:       # an int too large for a float
+            finite = False
+        if not finite:
+            raise HardwareSpecError(f"{name} must be finite (and fit a float), got {_short(value)}")
+        if name in _INT_FIELDS:
+            if int(value) != value:
+                raise HardwareSpecError(f"{name} must be a whole number, got {value!r}")
+            # 48.0 (JSON, a what-if) is the int 48: later code relies on int fields being ints
+            object.__setattr__(spec, name, int(value))
+        elif not isinstance(value, (int, float)):
+            object.__setattr__(spec, name, float(value))     # numpy scalars -> Python floats
     positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps",
                 "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes"]
     for name in positive:
@@ -234,12 +293,17 @@ def _validate(spec: HardwareSpec) -> None:
             raise HardwareSpecError(f"{name} must be >= 0, got {getattr(spec, name)!r}")
     if spec.ub_bytes < spec.block_bytes:
         raise HardwareSpecError(
-            f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block; "
+            f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block (block_bytes); "
             "a Unified Buffer must hold at least one DMA block (real chips have 192-256 KB)")
     if spec.vector_repeat_bytes % spec.block_bytes:
         raise HardwareSpecError(
             f"vector_repeat_bytes={spec.vector_repeat_bytes} must be a multiple of "
             f"block_bytes={spec.block_bytes} (a repeat is 8 blocks of 32 B on Ascend)")
+    if not isinstance(spec.provenance, Mapping):
+        raise HardwareSpecError(f"provenance must be a dict {{field: (kind, note)}}; got "
+                                f"{type(spec.provenance).__name__} {_short(spec.provenance)}")
+    if not isinstance(spec.description, str):
+        raise HardwareSpecError(f"description must be a string, got {_short(spec.description)}")
     for key, value in spec.provenance.items():
         if key not in FIELD_DOCS:
             raise HardwareSpecError(f"provenance names unknown field {key!r}")

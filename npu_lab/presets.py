@@ -146,6 +146,9 @@ def compare_presets(names=("ascend-910b2", "ascend-310p3")):
     """Side-by-side table of presets: value and provenance per field."""
     import pandas as pd
 
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names:
+        raise TypeError(f"names must be a non-empty list of preset names such as "
+                        f"['ascend-910b2', 'ascend-310p3']; got {names!r}")
     first = get_preset(names[0]).table()
     frames = {("unit", ""): first["unit"]}
     for name in names:

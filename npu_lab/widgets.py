@@ -36,6 +36,15 @@ def tile_len_for(n: int, hw: HardwareSpec, tiles_per_core: int) -> int:
     return max(8, math.ceil(math.ceil(per_core / tiles_per_core) / 8) * 8)
 
 
+def smallest_tiles_per_core(n: int, hw: HardwareSpec, num_buffers: int) -> int:
+    """The fewest tiles per core whose scaled-add tiles (3 float32 queues x ``num_buffers``) fit UB."""
+    largest = max(8, hw.ub_bytes // (3 * num_buffers * 4) // 8 * 8)
+    tiles = max(1, math.ceil(math.ceil(n / hw.vector_cores) / largest))
+    while tile_len_for(n, hw, tiles) > largest:     # rounding to 8 may need one more
+        tiles += 1
+    return tiles
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
@@ -108,10 +117,17 @@ class BuffersExplorer(W.VBox):
     def _run(self, buffers: int | None = None):
         """(timeline, None) or (None, the library's error message)."""
         hw = self._spec()
+        num_buffers = buffers or self.buffers.value
+        tile_len = tile_len_for(self.n, hw, self.tiles.value)
+        need = 3 * num_buffers * tile_len * 4          # 3 float32 queues x buffers
+        if need > hw.ub_bytes:   # say it in the control's unit: tiles per core
+            return None, (f"{self.tiles.value} tile(s)/core make tiles of {tile_len:,} elements: "
+                          f"3 queues x {num_buffers} buffer(s) x {tile_len:,} x 4 B = {need:,} B, more than "
+                          f"the {hw.ub_bytes:,} B UB of {hw.name}. The smallest tiles/core that fits: "
+                          f"{smallest_tiles_per_core(self.n, hw, num_buffers)}.")
         try:
-            tile_len = tile_len_for(self.n, hw, self.tiles.value)
             _, t = scaled_add(self.n, None, timing_only=True, hw=hw, tile_len=tile_len,
-                              num_buffers=buffers or self.buffers.value)
+                              num_buffers=num_buffers)
         except _EXPECTED_ERRORS as exc:
             return None, str(exc)
         return t, None

@@ -160,7 +160,16 @@ def test_claims_prints_each_claim_with_verdict(capsys):
     assert main(["claims", "--chip", "article"]) == 0
     out = capsys.readouterr().out
     assert "sweet spot at tileS = 8" in out and "double buffering" in out
-    assert "verdict" in out and "reproduced" in out
+    assert "verdict" in out
+    # each claim row ends in its verdict; "reproduced" must be a whole verdict, not the tail of
+    # "not reproduced", and it must match the library's own table
+    from npu_lab.kernels.moe_gating import reproduce_article_claims
+
+    table = reproduce_article_claims("article")
+    rows = [ln for ln in out.splitlines() if ln.rstrip().endswith(("reproduced", "partly"))]
+    verdicts = ["not reproduced" if ln.rstrip().endswith("not reproduced") else ln.split()[-1] for ln in rows]
+    assert verdicts == table["verdict"].tolist()
+    assert "reproduced" in verdicts, "no claim is reproduced on the article preset"
 
 
 # ------------------------------------------------------------------------------------- errors

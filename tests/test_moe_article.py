@@ -38,7 +38,12 @@ def test_committed_article_preset_is_fresh(fit):
     committed = get_preset("article")
     for field in DEFAULT_FREE:
         assert getattr(committed, field) == pytest.approx(getattr(fit.spec, field), rel=1e-4), field
-    json.loads(ARTICLE_PRESET_PATH.read_text())
+    # the committed file itself (not only the preset built from it) holds the fitted values
+    data = json.loads(ARTICLE_PRESET_PATH.read_text())
+    assert data["name"] == "article"
+    for field in DEFAULT_FREE:
+        assert data[field] == pytest.approx(getattr(fit.spec, field), rel=1e-4), field
+        assert data["provenance"][field][0] == "fitted", field
 
 
 def test_residuals_are_model_minus_measured(fit):

@@ -96,7 +96,8 @@ def test_chip_and_version_change_the_curve(tse):
 
 def test_k_larger_than_e_shows_the_library_message(tse):
     tse.set(E=4, K=8)
-    assert tse.error and "k must satisfy" in tse.error.lower()
+    assert tse.error and "k must be <= e" in tse.error.lower()
+    assert "tileS=8 does not run" not in tse.status.value and "K=8 does not run" in tse.status.value
     assert "does not run" in tse.status.value and "color:#b00020" in tse.status.value
     assert len(tse.figure.data[0].x) == 0 and len(tse.figure.data[1].x) == 0
     tse.E.value = 64                                   # valid again
@@ -116,7 +117,7 @@ def test_ub_overflow_shows_the_library_message(tse):
 
 def test_tile_larger_than_s_is_clamped_and_said(tse):
     tse.set(S=6, tile_s=32)
-    assert list(tse.figure.data[1].x) == [32]
+    assert list(tse.figure.data[1].x) == [6]           # on the curve, which ends at S
     assert tse.figure.data[1].y[0] == _latency(tse)
     assert "clamped" in tse.status.value
 
@@ -235,3 +236,35 @@ def test_discrete_chain_invalid_shows_the_message(dce):
     assert "does not run" in dce.status.value and dce.error
     dce.K.value = 2
     assert dce.error is None
+
+
+# ------------------------------------------------------------------------------ issue 11: bounds, messages
+def test_k_larger_than_e_blames_the_shape_and_keeps_a_table(tse):
+    tse.set(E=4, K=8)
+    assert "E=4, K=8 does not run" in tse.status.value and "tileS=8 does not run" not in tse.status.value
+    assert "K must be &lt;= E" in tse.table.value or "K must be <= E" in tse.table.value
+
+
+def test_one_update_may_not_start_unbounded_work(monkeypatch):
+    """B x ceil(S / tileS) tiles above the cap are refused with a message, fast, whatever max_S allows."""
+    import time
+
+    big = TileSweepExplorer(chip="ascend-910b2", max_S=1 << 20)
+    monkeypatch.setattr(TileSweepExplorer, "MAX_TILES_PER_UPDATE", 4096)
+    start = time.perf_counter()
+    big.set(B=64, S=1 << 20, tile_s=1)
+    assert time.perf_counter() - start < 5
+    assert big.error and "tiles is more than" in big.error
+    assert "too many tiles" in big.table.value
+    big.set(B=1, S=4096, tile_s=8)               # 512 tiles: runs again
+    assert big.error is None and len(big.figure.data[0].x) > 0
+
+
+def test_set_refuses_outputs_and_bad_choices_with_the_library_message(tse):
+    with pytest.raises(AttributeError, match="no control named \\['status'\\]"):
+        tse.set(status="x")
+    with pytest.raises(ValueError, match="chip must be one of"):
+        tse.set(chip="h100")
+    with pytest.raises(ValueError, match="S must be a whole number from 1 to"):
+        tse.set(S="many")
+    assert tse.chip.value == "ascend-910b2"      # nothing changed

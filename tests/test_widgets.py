@@ -68,7 +68,8 @@ def test_invalid_choice_shows_the_error_instead_of_raising(explorer):
     explorer.chip.value = "ascend-310p3"
     explorer.tiles.value = 1       # 32768 elements per tile: 3 queues x 2 x 128 KB > 256 KB UB
     assert explorer.error is not None and "UB" in explorer.error
-    assert "does not run" in explorer.status.value and "Largest tile_len" in explorer.status.value
+    assert "does not run" in explorer.status.value
+    assert "smallest tiles/core that fits: 4." in explorer.status.value   # in the control's unit
     assert "does not fit" in explorer.figure.layout.title.text
     explorer.tiles.value = 4       # back to a valid choice: the error goes away
     assert explorer.error is None and "latency" in explorer.status.value

@@ -56,9 +56,14 @@ def _classes(labels: np.ndarray):
     return np.unique(labels, return_index=True, return_inverse=True)
 
 
+#: Most blocks one launch may simulate: per-block bookkeeping grows with it (about 100 B a block).
+MAX_BLOCK_DIM = 1 << 24
+
+
 def _check_block_dim(block_dim) -> int:
-    if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) or block_dim < 1:
-        raise ValueError(f"block_dim must be a whole number >= 1 (the number of blocks to run), got {block_dim!r}")
+    if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) or not 1 <= block_dim <= MAX_BLOCK_DIM:
+        raise ValueError(f"block_dim must be a whole number from 1 to {MAX_BLOCK_DIM:,} (the number of blocks "
+                         f"to run; the simulator's bound on memory), got {block_dim!r}")
     return int(block_dim)
 
 

@@ -16,6 +16,7 @@ never wrote computes garbage here too instead of a lucky zero.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -23,6 +24,19 @@ import numpy as np
 SUPPORTED_DTYPES = ("float32", "float16", "int32", "uint8", "int16", "uint16", "uint32", "int8", "uint64")
 
 _CHECKED_DTYPES: dict = {}
+
+
+#: Largest GlobalTensor a full run allocates (numpy memory on the host, not the chip's HBM).
+MAX_FULL_RUN_GM_BYTES = 4 * 2**30
+
+
+def _check_size(shape, name: str) -> int:
+    """Element count of ``shape`` (a whole number or a tuple of them, each >= 0), or a clear error."""
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0 for d in dims):
+        raise ValueError(f"GlobalTensor '{name}': shape must be a whole number >= 0 or a tuple of them; "
+                         f"got {shape!r}")
+    return math.prod(int(d) for d in dims)
 
 
 def as_dtype(dtype) -> np.dtype:
@@ -34,8 +48,8 @@ def as_dtype(dtype) -> np.dtype:
         pass
     try:
         dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{dtype!r} is not a dtype; use one of {SUPPORTED_DTYPES}") from None
+    except (TypeError, ValueError):
+        raise TypeError(f"dtype {dtype!r} is not a numpy dtype; use one of {SUPPORTED_DTYPES}") from None
     if dt.name not in SUPPORTED_DTYPES:
         raise TypeError(f"dtype {dt.name} is not supported on the device model; use one of {SUPPORTED_DTYPES}")
     try:
@@ -81,7 +95,11 @@ class GlobalTensor:
 
     @classmethod
     def empty(cls, shape, dtype, name: str = "gm", timing_only: bool = False) -> "GlobalTensor":
-        size = int(np.prod(shape))
+        size = _check_size(shape, name)
+        if not timing_only and size * as_dtype(dtype).itemsize > MAX_FULL_RUN_GM_BYTES:
+            raise ValueError(f"GlobalTensor '{name}' of shape {shape!r} needs {size * as_dtype(dtype).itemsize:,} "
+                             f"bytes, more than the {MAX_FULL_RUN_GM_BYTES:,} a full (numerical) run may hold; "
+                             "use timing_only=True for the timeline alone")
         data = None if timing_only else np.zeros(size, dtype=as_dtype(dtype))
         return cls(data, size, dtype, name)
 

@@ -76,6 +76,21 @@ def _error_html(prefix: str, message: str) -> str:
             f"{html.escape(message)}</span>")
 
 
+def _check_control_value(name: str, control, value) -> None:
+    """The library's message for a value a control would refuse (instead of a TraitError)."""
+    if isinstance(control, W.Dropdown):
+        _check_choice(name, value, [(None, v) for v in (o[1] if isinstance(o, tuple) else o
+                                                        for o in control.options)])
+    elif isinstance(control, (W.IntSlider, W.BoundedIntText)):
+        _check_int(name, value, control.min, control.max)
+    elif isinstance(control, (W.Checkbox, W.ToggleButton)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+    elif isinstance(control, W.ToggleButtons):
+        _check_choice(name, value, [(None, v) for v in (o[1] if isinstance(o, tuple) else o
+                                                        for o in control.options)])
+
+
 class _LRU(OrderedDict):
     """A small least-recently-used cache: ``get_or(key, make)``."""
 
@@ -129,10 +144,12 @@ class _Explorer:
 
     def set(self, **values) -> None:
         """``explorer.set(S=2048, E=256)``: set several controls, then redraw once."""
-        unknown = [k for k in values if not isinstance(getattr(self, k, None), W.ValueWidget)]
+        names = [k for k, v in vars(self).items() if any(v is c for c in self._controls)]
+        unknown = [k for k in values if k not in names]   # outputs such as .status are not controls
         if unknown:
-            names = [k for k, v in vars(self).items() if any(v is c for c in self._controls)]
             raise AttributeError(f"no control named {unknown}; controls: {names}")
+        for key, value in values.items():                 # check all before changing any
+            _check_control_value(key, getattr(self, key), value)
         with self.hold():
             for key, value in values.items():
                 getattr(self, key).value = value

@@ -13,7 +13,7 @@ from ..data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
 from ..hardware import HardwareSpec
 from ..kernels.moe_gating import (VERSIONS, simulate_moe_gating, sweep,
                                   ub_used_bytes)
-from ..kernels.moe_gating.sweep import candidate_tile_sizes
+from ..kernels.moe_gating.sweep import SWEEP_COLUMNS, candidate_tile_sizes
 from ..viz import latency_sweep_figure
 from ._base import (TILE_S_VERSIONS, _check_choice, _check_int, _chip_options, _DROPDOWN,
                     _error_html, _EXPECTED_ERRORS, _Explorer, _LRU, _SHORT_VERSION)
@@ -31,7 +31,7 @@ def _table_html(rows: list[dict], current: int, with_article: bool) -> str:
         style = "background:#fde0dc;font-weight:bold" if r["tileS"] == current else ""
         if r.get("note"):
             cells = [str(r["tileS"]), f"<td colspan='{len(head) - 1}' style='color:#b00020;"
-                     "padding:1px 4px'>does not fit the UB</td>"]
+                     f"padding:1px 4px'>{html.escape(r.get('short', 'does not fit the UB'))}</td>"]
             out.append(f"<tr style='{style}'><td style='padding:1px 4px;text-align:right'>{cells[0]}"
                        f"</td>{cells[1]}</tr>")
             continue
@@ -71,6 +71,10 @@ class TileSweepExplorer(_Explorer):
     TRACE_NAMES = ("model", "current tileS", "article (measured)")
     TRACE_MODEL, TRACE_CURRENT, TRACE_ARTICLE = 0, 1, 2
     MAX_TILE_S = 64
+    #: Most tiles (B x ceil(S / tileS)) one simulation of an update may have: simulation time and
+    #: memory grow with the tiles (v1 launches a block per tile), about 0.15 s and 100 MB per
+    #: million. Larger configurations are refused with a message, whatever max_S allows.
+    MAX_TILES_PER_UPDATE = 1 << 21
 
     def __init__(self, B: int = 1, S: int = 1024, E: int = 64, K: int = 2, *, chip: str = "article",
                  version: str = "v1", tile_s: int = 8, max_S: int = 8192, max_E: int = 16384):
@@ -127,13 +131,38 @@ class TileSweepExplorer(_Explorer):
     def _key(self):
         return (self.B.value, self.S.value, self.E.value, self.K.value, self.chip.value, self.version.value)
 
+    def _tiles(self, B: int, S: int, tile_s: int) -> int:
+        return B * -(-S // min(tile_s, S))
+
+    def _too_big(self, B: int, S: int, tile_s: int) -> str:
+        tiles = self._tiles(B, S, tile_s)
+        if tiles <= self.MAX_TILES_PER_UPDATE:
+            return ""
+        return (f"B={B} x ceil(S={S} / tileS={tile_s}) = {tiles:,} tiles is more than the "
+                f"{self.MAX_TILES_PER_UPDATE:,} one slider update may simulate; use a larger tileS "
+                "or a smaller B or S (or simulate_moe_gating in a cell)")
+
     def _sweep(self, key) -> pd.DataFrame:
         B, S, E, K, chip, version = key
-        return self._sweeps.get_or(key, lambda: sweep(version, B, S, E, K, self._spec(chip),
-                                                      self.sweep_tile_sizes(S)))
+
+        def run():
+            sizes = self.sweep_tile_sizes(S)
+            ok = [ts for ts in sizes if not self._too_big(B, S, ts)]
+            df = sweep(version, B, S, E, K, self._spec(chip), ok) if ok else \
+                pd.DataFrame(columns=SWEEP_COLUMNS)
+            skipped = [{"tileS": ts, "note": self._too_big(B, S, ts), "short": "too many tiles to simulate"}
+                       for ts in sizes if ts not in ok]
+            if skipped:
+                df = pd.concat([df.assign(short=""), pd.DataFrame(skipped)], ignore_index=True)
+                df = df.sort_values("tileS", ignore_index=True)
+            return df
+        return self._sweeps.get_or(key, run)
 
     def _point(self, key, tile_s: int):
         B, S, E, K, chip, version = key
+        reason = self._too_big(B, S, tile_s)
+        if reason:
+            raise ValueError(reason)
         return self._points.get_or(key + (tile_s,), lambda: simulate_moe_gating(
             B, S, E, K, version=version, hw=self._spec(chip), tile_s=tile_s))
 
@@ -147,12 +176,19 @@ class TileSweepExplorer(_Explorer):
         B, S, E, K, chip, version = key
         hw = self._spec(chip)
         df = result = None
+        self._error_prefix = f"tileS={ts}"
         try:
+            if K > E:   # the shape itself does not run: say so, not "tileS=... does not run"
+                self._error_prefix = f"B={B}, S={S}, E={E}, K={K}"
+                raise ValueError(f"K={K} experts per token cannot be chosen from E={E} experts: "
+                                 "K must be <= E (k must satisfy 1 <= K <= E)")
             df = self._sweep(key)
             result = self._point(key, ts)
             self.error = None
         except _EXPECTED_ERRORS as exc:
             self.error = str(exc)
+            if df is None:
+                self._error_prefix = f"B={B}, S={S}, E={E}, K={K}"
         article = self.at_article_shape()
         ok = df.dropna(subset=["latency_us"]) if df is not None else None
         with self.figure.batch_update():
@@ -160,7 +196,8 @@ class TileSweepExplorer(_Explorer):
             model.x = ok["tileS"].to_numpy() if ok is not None else []
             model.y = ok["latency_us"].to_numpy(dtype=float) if ok is not None else []
             current = self.figure.data[self.TRACE_CURRENT]
-            current.x = [ts] if result is not None else []
+            # a tileS above S runs as tileS = S: put the marker where the curve is
+            current.x = [self._shown_tile_s(result, ts)] if result is not None else []
             current.y = [result.latency_us] if result is not None else []
             ref = self.figure.data[self.TRACE_ARTICLE]
             ref.x = self._article["tileS"].to_numpy() if article else []
@@ -174,6 +211,10 @@ class TileSweepExplorer(_Explorer):
         self.sweep_table = df
         self._show(df, ok, result, ts, hw, article)
 
+    @staticmethod
+    def _shown_tile_s(result, ts: int) -> int:
+        return result.tiling.tileS if result.tiling is not None else ts
+
     def _current_row(self, result, ts: int) -> dict:
         t = result.timeline
         return {"tileS": ts, "blocks": sum(l.block_dim for l in t.launches),
@@ -185,21 +226,23 @@ class TileSweepExplorer(_Explorer):
         rows = []
         if df is not None:
             for r in df.to_dict("records"):
-                if r.get("note"):
-                    rows.append({"tileS": int(r["tileS"]), "note": r["note"]})
+                if isinstance(r.get("note"), str) and r["note"]:
+                    rows.append({"tileS": int(r["tileS"]), "note": r["note"],
+                                 "short": r.get("short") or "does not fit the UB"})
                 else:
                     rows.append({**r, "tileS": int(r["tileS"])})
         if result is not None and all(r["tileS"] != ts for r in rows):
             rows.append(self._current_row(result, ts))
-        elif result is None and df is not None and all(r["tileS"] != ts for r in rows):
-            rows.append({"tileS": ts, "note": self.error or "does not run"})
+        elif result is None and all(r["tileS"] != ts for r in rows):
+            rows.append({"tileS": ts, "note": self.error or "does not run",
+                         "short": (self.error or "does not run")[:90]})
         rows.sort(key=lambda r: r["tileS"])
         for r in rows:
             r["article_us"] = self._article_us.get(r["tileS"]) if article else None
         self.table.value = _table_html(rows, ts, article)
 
         if result is None:
-            self.status.value = _error_html(f"tileS={ts}", self.error or "unknown error")
+            self.status.value = _error_html(self._error_prefix, self.error or "unknown error")
             return
         row = self._current_row(result, ts)
         verdict, evidence = result.timeline.bottleneck()

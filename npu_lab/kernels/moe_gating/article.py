@@ -18,8 +18,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from ...data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
-from ...hardware import FIELD_DOCS, HardwareSpec
-from ...lang import launch, npu_kernel, TBuf, TPosition
+from ...hardware import _INT_FIELDS, FIELD_DOCS, HardwareSpec
+from ...lang import TBuf, TPosition, launch, npu_kernel
 from ...presets import DATA_DIR, get_preset
 from .run import simulate_moe_gating
 from .sweep import autotune, sweep
@@ -54,19 +54,51 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
     ``measurements`` (columns ``tile_s``, ``latency_us``). Parameters are fitted in log space
     (they stay positive); residuals are relative. Returns the fitted spec (fitted fields
     labelled ``fitted``), per-row residuals and the mean absolute percentage error."""
-    base = get_preset(base_preset) if isinstance(base_preset, str) else base_preset
-    free = tuple(free)
+    base = get_preset(base_preset)
+    if not isinstance(free, str) and not isinstance(free, (list, tuple)):
+        raise TypeError(f"free must be a field name or a list of up to 4 field names; got {free!r}")
+    free = (free,) if isinstance(free, str) else tuple(free)   # one field name, not its letters
     if not 1 <= len(free) <= 4:
         raise ValueError(f"fit at most 4 fields (and at least 1); got {len(free)}: {free}")
-    unknown = [f for f in free if f not in FIELD_DOCS]
+    unknown = [f for f in free if not isinstance(f, str) or f not in FIELD_DOCS]
     if unknown:
         raise ValueError(f"unknown HardwareSpec field(s) {unknown}; choose from {sorted(FIELD_DOCS)}")
+    whole = [f for f in free if f in _INT_FIELDS]
+    if whole:
+        raise ValueError(f"cannot fit whole-number field(s) {whole} (sizes and counts); fit continuous "
+                         f"ones such as {', '.join(DEFAULT_FREE)}")
+    if isinstance(starts, bool) or not isinstance(starts, (int, np.integer)) or not 1 <= starts <= 50:
+        raise ValueError(f"starts must be a whole number from 1 to 50 (least-squares starting points); "
+                         f"got {starts!r}")
+    if not isinstance(measurements, pd.DataFrame):
+        raise TypeError(f"measurements must be a pandas DataFrame with columns tile_s and latency_us; "
+                        f"got {type(measurements).__name__}")
     for col in ("tile_s", "latency_us"):
         if col not in measurements.columns:
             raise ValueError(f"measurements need columns tile_s and latency_us; missing {col!r}")
-    shape = dict(shape or ARTICLE_SWEEP_SHAPE)
-    tile_s = [int(t) for t in measurements["tile_s"]]
-    measured = measurements["latency_us"].to_numpy(dtype=float)
+    if measurements.empty:
+        raise ValueError("measurements has no rows: give at least one (tile_s, latency_us)")
+    if shape is not None and (not isinstance(shape, dict) or set("BSEK") - set(shape)):
+        raise ValueError(f"shape must be a dict with keys B, S, E and K (like ARTICLE_SWEEP_SHAPE); got {shape!r}")
+    shape = dict(ARTICLE_SWEEP_SHAPE if shape is None else shape)
+    for col in ("tile_s", "latency_us"):
+        if pd.to_numeric(measurements[col], errors="coerce").dtype.kind not in "iuf":
+            raise ValueError(f"measurements.{col} must hold real numbers; got {measurements[col].tolist()}")
+    tile_col = pd.to_numeric(measurements["tile_s"], errors="coerce").to_numpy(dtype=float)
+    if not (np.isfinite(tile_col) & (tile_col >= 1) & (tile_col == np.round(tile_col))).all():
+        raise ValueError(f"measurements.tile_s must be whole numbers >= 1; got {measurements['tile_s'].tolist()}")
+    measured = pd.to_numeric(measurements["latency_us"], errors="coerce").to_numpy(dtype=float)
+    if not (np.isfinite(measured) & (measured > 0)).all():
+        raise ValueError("measurements.latency_us must be finite latencies > 0 (the fit divides by them); "
+                         f"got {measurements['latency_us'].tolist()}")
+    tile_s = [int(t) for t in tile_col]
+    if len(set(tile_s)) != len(tile_s):
+        raise ValueError(f"measurements.tile_s has a tileS more than once ({tile_s}): one row per tileS")
+    first = sweep(version, shape["B"], shape["S"], shape["E"], shape["K"], base, tile_s)
+    unfit = first[first["latency_us"].isna()]
+    if not unfit.empty:
+        raise ValueError(f"cannot fit to tileS={int(unfit['tileS'].iloc[0])}: it does not run on "
+                         f"{base.name} ({unfit['note'].iloc[0]})")
     x_base = np.log(np.array([max(float(getattr(base, f)), 1e-3) for f in free]))
 
     def spec_for(x) -> HardwareSpec:
@@ -124,7 +156,7 @@ def _exp_kernel(ctx, count: int, fast: bool):
 
 def exp_speedup(hw="ascend-910b2", count: int = 4096) -> float:
     """Vector time of the exact Exp over the polynomial exp on ``count`` floats (one core)."""
-    hw = get_preset(hw) if isinstance(hw, str) else hw
+    hw = get_preset(hw)
     largest = hw.ub_bytes // (5 * 4)   # x, y and 3 floats of scratch per element
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= largest:
         raise ValueError(f"count must be a whole number from 1 to {largest} (what fits {hw.name}'s UB "
@@ -140,7 +172,7 @@ def _verdict(ok: bool, partly: bool = False) -> str:
 
 def reproduce_article_claims(hw="article") -> pd.DataFrame:
     """One row per claim of the first article: its figure, the model's figure, a verdict."""
-    hw = get_preset(hw) if isinstance(hw, str) else hw
+    hw = get_preset(hw)
     shape = ARTICLE_SWEEP_SHAPE
     table = load_article_tile_sweep()
     v1 = sweep("v1", shape["B"], shape["S"], shape["E"], shape["K"], hw, table["tile_s"])

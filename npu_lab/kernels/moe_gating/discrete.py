@@ -381,7 +381,7 @@ def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
 def run_discrete_chain(logits_gm: GlobalTensor, indices_gm: GlobalTensor, weights_gm: GlobalTensor,
                        N: int, E: int, K: int, hw, timing_only: bool) -> Timeline:
     """Launch Softmax → TopK → Renormalise back to back; intermediates live in HBM."""
-    t = generic_row_tiling(N, E, K, hw.ub_bytes)
+    t = generic_row_tiling(N, E, K, hw.ub_bytes, hw.block_bytes)
     block_dim = min(hw.vector_cores, t.tiles)
     probs = GlobalTensor.empty(N * E, np.float32, "probs", timing_only)
     values = GlobalTensor.empty(N * K, np.float32, "topk_values", timing_only)

@@ -29,9 +29,18 @@ __all__ = [
 NONFINITE_MODES = ("raise", "hardware")
 
 
+def as_logits_array(gate_logits) -> np.ndarray:
+    """np.asarray, with the library's message for what numpy cannot make an array of."""
+    try:
+        return np.asarray(gate_logits)
+    except (ValueError, TypeError) as exc:      # ragged nested lists, odd objects
+        raise ValueError(f"gate_logits must be an array [N, E] or [B, S, E] of floats; cannot make "
+                         f"one of {type(gate_logits).__name__} ({exc})") from None
+
+
 def _check_logits(gate_logits) -> np.ndarray:
     """Validate shape and dtype; return the logits as a float32 array of the same shape."""
-    x = np.asarray(gate_logits)
+    x = as_logits_array(gate_logits)
     if x.ndim not in (2, 3):
         raise ValueError(
             "gate_logits must have rank 2 [N, E] or 3 [B, S, E]; "
@@ -79,7 +88,15 @@ def _row_label(flat_row: int, shape: tuple[int, ...]) -> str:
     return f"row n = {flat_row}"
 
 
-def _raise_on_nonfinite(x: np.ndarray, original_shape: tuple[int, ...]) -> None:
+_NONFINITE_HINT = ("Logits must be finite: fix the upstream computation, or pass nonfinite='hardware' "
+                   "for the documented hardware-faithful behaviour.")
+#: What callers without a ``nonfinite`` argument (the kernels) say instead.
+KERNEL_NONFINITE_HINT = ("The kernels take finite logits only: fix the upstream computation "
+                         "(moe_gating_topk_reference(..., nonfinite='hardware') shows what the "
+                         "hardware would do with them).")
+
+
+def _raise_on_nonfinite(x: np.ndarray, original_shape: tuple[int, ...], hint: str = _NONFINITE_HINT) -> None:
     bad = ~np.isfinite(x)  # x is [N, E]
     if not bad.any():
         return
@@ -89,9 +106,7 @@ def _raise_on_nonfinite(x: np.ndarray, original_shape: tuple[int, ...]) -> None:
     value = x[first, expert]
     raise ValueError(
         f"gate_logits contains non-finite values in {rows.size} row(s); the first is "
-        f"{_row_label(first, original_shape)}, which holds {value} at expert {expert}. "
-        "Logits must be finite: fix the upstream computation, or pass nonfinite='hardware' "
-        "for the documented hardware-faithful behaviour."
+        f"{_row_label(first, original_shape)}, which holds {value} at expert {expert}. " + hint
     )
 
 
@@ -200,7 +215,7 @@ def softmax_topk_renormalise_reference(gate_logits, k):
     k = _check_k(k, num_experts)
     lead = x.shape[:-1]
     rows = x.reshape(-1, num_experts)
-    _raise_on_nonfinite(rows, x.shape)
+    _raise_on_nonfinite(rows, x.shape, KERNEL_NONFINITE_HINT.replace("The kernels take", "The chain takes"))
 
     with np.errstate(over="ignore", under="ignore"):
         e = np.exp(rows - rows.max(axis=-1, keepdims=True))

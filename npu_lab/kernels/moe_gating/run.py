@@ -20,10 +20,10 @@ from ...presets import get_preset
 from ...sim.timeline import Timeline
 from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel, moe_gating_v2c_kernel
-from .reference import _check_k, _raise_on_nonfinite
-from .tiling import MoeGatingTiling, calculate_moe_gating_tiling, moe_ub_bytes
+from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
 from .sorted_topk import (MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_kernel,
                           moe_gating_v4_ub_bytes, v4_block_dim)
+from .tiling import MoeGatingTiling, _check_shape, calculate_moe_gating_tiling, moe_ub_bytes
 from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
 
 VERSIONS = {
@@ -83,13 +83,14 @@ class MoeGatingResult:
 
 
 def _check_version(version: str) -> str:
-    if version not in VERSIONS:
+    if not isinstance(version, str) or version not in VERSIONS:
         raise ValueError(f"unknown version {version!r}; choose one of: {', '.join(VERSIONS)}")
     return version
 
 
 def _hw(hw) -> HardwareSpec:
-    return get_preset(hw) if isinstance(hw, str) else hw
+    """A preset name or a HardwareSpec (get_preset passes a spec through, rejects the rest)."""
+    return get_preset(hw)
 
 
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
@@ -107,6 +108,7 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
         if tile_s is not None and (isinstance(tile_s, bool) or not isinstance(tile_s, (int, np.integer))
                                    or tile_s < 1):
             raise ValueError(f"tile_s must be >= 1 (and is ignored by {version}); got {tile_s!r}")
+        B, S, E, K = _check_shape(B, S, E, K)
         if version == "v4":
             tiling = calculate_moe_gating_v4_tiling(B, S, E, K, hw, dtype=dtype)
             return tiling, v4_block_dim(tiling)
@@ -120,9 +122,16 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
 
 def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
     """UB a block of ``version`` holds with this tiling (the kernel allocates exactly this)."""
+    if _check_version(version) == "discrete":
+        raise ValueError("the discrete chain has no MoeGatingTiling: its UB per kernel is "
+                         "discrete.topk_ub_buffers(rows, E, K); ub_used_bytes takes a fused version "
+                         f"({', '.join(_BUDGET_VERSION)} or v4)")
     if isinstance(tiling, MoeGatingV4Tiling):
         return moe_gating_v4_ub_bytes(tiling.ubFormer, tiling.col, tiling.k)   # float32: the larger budget
-    return moe_ub_bytes(_BUDGET_VERSION[_check_version(version)], tiling.tileBS, tiling.E, tiling.K)
+    if not isinstance(tiling, MoeGatingTiling):
+        raise TypeError(f"tiling must be a MoeGatingTiling (from plan_moe_gating or "
+                        f"calculate_moe_gating_tiling); got {type(tiling).__name__}")
+    return moe_ub_bytes(_BUDGET_VERSION[version], tiling.tileBS, tiling.E, tiling.K)
 
 
 def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_only):
@@ -142,7 +151,7 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
     weights float32 shaped [..., K] like the reference, plus the timeline."""
     version = _check_version(version)
     hw = _hw(hw)
-    x = np.asarray(gate_logits)
+    x = as_logits_array(gate_logits)
     if x.ndim not in (2, 3):
         raise ValueError(f"gate_logits must have rank 2 [N, E] or 3 [B, S, E]; got shape {x.shape}")
     if x.dtype not in (np.float32, np.float16):
@@ -154,7 +163,7 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
     B, S = (1, x.shape[0]) if x.ndim == 2 else x.shape[:2]
     E = x.shape[-1]
     K = _check_k(k, E)
-    _raise_on_nonfinite(x.reshape(-1, E).astype(np.float32), x.shape)
+    _raise_on_nonfinite(x.reshape(-1, E).astype(np.float32), x.shape, KERNEL_NONFINITE_HINT)
     gate_gm = GlobalTensor.from_array(x, "gate_logits")
     idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices")
     wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights")
@@ -172,8 +181,12 @@ def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", 
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     K = _check_k(K, E)
-    if np.dtype(dtype) not in (np.float32, np.float16):
-        raise TypeError(f"dtype must be float32 or float16 (the device's logit types); got {np.dtype(dtype)}")
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        dt = None
+    if dt not in (np.float32, np.float16):
+        raise TypeError(f"dtype must be float32 or float16 (the device's logit types); got {dtype!r}")
     gate_gm = GlobalTensor.empty(B * S * E, dtype, "gate_logits", timing_only=True)
     idx_gm = GlobalTensor.empty(B * S * K, np.int32, "expert_indices", timing_only=True)
     wgt_gm = GlobalTensor.empty(B * S * K, np.float32, "routing_weights", timing_only=True)

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ...presets import DATA_DIR, get_preset
-from .run import plan_moe_gating, simulate_moe_gating, ub_used_bytes
-from .tiling import MoeGatingTiling, UbBudgetError, moe_ub_capacity
+from .run import _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .tiling import MoeGatingTiling, UbBudgetError, _check_shape, moe_ub_capacity
 
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
 SWEEP_COLUMNS = ["tileS", "tiles", "blocks", "ub_used_kb", "latency_us", "core_utilisation",
@@ -24,8 +24,17 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
           hw="ascend-910b2", tile_s=ARTICLE_TILE_S) -> pd.DataFrame:
     """One row per tileS: the article's columns (tileS, blocks, UB used KB, latency µs, core
     utilisation) plus tiles, bottleneck, HBM bytes and launches. A tileS that does not fit UB
-    gets NaN figures and the reason in ``note`` (the sweep goes on)."""
-    hw = get_preset(hw) if isinstance(hw, str) else hw
+    gets NaN figures and the reason in ``note`` (the sweep goes on). ``tile_s`` is a list of
+    tile sizes, one size, or None (the article's 1, 4, 8, 16, 32); sizes above S are clamped to S."""
+    _check_version(version)
+    B, S, E, K = _check_shape(B, S, E, K)
+    hw = get_preset(hw)
+    if tile_s is None:
+        tile_s = ARTICLE_TILE_S
+    elif isinstance(tile_s, (int, np.integer)) and not isinstance(tile_s, (bool, np.bool_)):
+        tile_s = [tile_s]
+    elif isinstance(tile_s, (str, bytes)) or not hasattr(tile_s, "__iter__"):
+        raise TypeError(f"tile_s must be a list of whole numbers >= 1 (or one of them); got {tile_s!r}")
     values = list(tile_s)
     if not values:
         raise ValueError("tile_s must list at least one tile size, e.g. [1, 4, 8, 16, 32]")
@@ -79,9 +88,15 @@ def candidate_tile_sizes(S: int, largest: int = 256) -> list[int]:
 
 def autotune(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
              candidates=None) -> TuneResult:
-    """Best tileS for a shape by timing-only simulation of every candidate that fits UB."""
-    hw = get_preset(hw) if isinstance(hw, str) else hw
-    table = sweep(version, B, S, E, K, hw, candidates or candidate_tile_sizes(S))
+    """Best tileS for a shape by timing-only simulation of every candidate that fits UB.
+    Fused versions only: the discrete chain has no tileS to tune."""
+    if _check_version(version) == "discrete":
+        raise ValueError("autotune tunes the fused kernels' tileS (version v1, v2, v2_bad_sync, v3 or "
+                         "v3_fast_exp); the discrete chain has no tileS (its generic kernels pick "
+                         "their own rows): use simulate_moe_gating(..., version='discrete')")
+    B, S, E, K = _check_shape(B, S, E, K)   # a bad shape is named here, not blamed on a tileS
+    hw = get_preset(hw)
+    table = sweep(version, B, S, E, K, hw, candidate_tile_sizes(S) if candidates is None else candidates)
     ok = table.dropna(subset=["latency_us"])
     if ok.empty:
         raise ValueError(f"no tileS fits UB for E={E}, K={K} on {hw.name}: {table['note'].iloc[0]}")
@@ -105,7 +120,7 @@ def bucket_table(version: str = "v3", hw="ascend-910b2", S_values=BUCKET_S, E_va
                  K_values=BUCKET_K, B: int = 1) -> pd.DataFrame:
     """The article's "a few preset parameter sets for shape ranges": for each (S, E, K) bucket
     representative, the autotuned tileS. A host picks the row of the nearest bucket."""
-    hw = get_preset(hw) if isinstance(hw, str) else hw
+    hw = get_preset(hw)
     rows = []
     for E in E_values:
         for K in K_values:
@@ -130,12 +145,22 @@ def write_bucket_table(version: str = "v3", chip: str = "ascend-910b2") -> Path:
 
 def lookup_tile_s(S: int, E: int, K: int, version: str = "v3", chip: str = "ascend-910b2") -> int:
     """tileS from the committed bucket table: the row whose (S, E, K) is nearest in log scale."""
-    table = pd.read_csv(bucket_table_path(version, chip))
+    _, S, E, K = _check_shape(1, S, E, K)
+    _check_version(version)
+    hw = get_preset(chip)            # accepts the aliases ('910b2'); raises for unknown chips
+    path = bucket_table_path(version, hw.name)
+    if not path.is_file():
+        have = sorted(p.name.removeprefix("moe_tile_buckets_").removesuffix(".csv").rsplit("_", 1)
+                      for p in DATA_DIR.glob("moe_tile_buckets_*_*.csv"))
+        listed = ", ".join(f"chip={c!r} version={v!r}" for c, v in have) or "none"
+        raise ValueError(f"no bucket table for version={version!r} on chip={hw.name!r} (looked for "
+                         f"{path.name} in {DATA_DIR}); tables exist for: {listed}. Use "
+                         "autotune(...) for this shape, or write_bucket_table(version, chip) first.")
+    table = pd.read_csv(path)
     dist = (np.log2(table.S) - np.log2(S)) ** 2 + (np.log2(table.E) - np.log2(E)) ** 2 \
         + (np.log2(table.K) - np.log2(K)) ** 2
     tile = int(table.tileS.iloc[int(np.argmin(dist.to_numpy()))])
     # never more than the shape or the UB allows
-    hw = get_preset(chip)
     budget_version = "v3" if version.startswith("v3") else version
     capacity = moe_ub_capacity(budget_version, E, K, hw.ub_bytes, hw.block_bytes)
     tiling, _ = plan_moe_gating(1, S, E, K, version=version, hw=hw, tile_s=max(1, min(tile, S, capacity)))

@@ -244,7 +244,7 @@ def article_ub_estimate_bytes(tile_points: int, E: int, K: int,
         limit = _check_int("ub_assumed_bytes", ub_assumed_bytes)
         if estimate > limit:
             raise ValueError(
-                f"by the article's formula {T} points need {estimate} bytes ({per_point} per "
+                f"by the article's formula {T} points (E={E}, K={K}) need {estimate} bytes ({per_point} per "
                 f"point), more than the {limit} bytes of UB assumed; the article's rule would "
                 f"halve tileS (at most {limit // per_point} points fit). Pass "
                 "ub_assumed_bytes=None to get the estimate anyway."

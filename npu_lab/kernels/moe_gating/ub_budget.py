@@ -166,7 +166,7 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
 
     Each buffer is rounded up to whole ``block_bytes`` blocks. Kernels allocate exactly these.
     """
-    if version not in MOE_UB_VERSIONS:
+    if not isinstance(version, str) or version not in MOE_UB_VERSIONS:
         raise ValueError(
             f"unknown kernel version {version!r}; known versions: {', '.join(MOE_UB_VERSIONS)}"
         )

@@ -86,8 +86,16 @@ FAST_EXP_COEFFS = _fast_exp2_coefficients()
 
 def fast_exp_numpy(x: np.ndarray) -> np.ndarray:
     """The same arithmetic as :func:`fast_exp` in plain numpy float32 (for error plots):
-    exp(x) = 2**n · p(f) with t = x·log2(e), n = floor(t), f = t − n. Valid for x ≥ −126·ln 2."""
-    x = np.asarray(x, np.float32)
+    exp(x) = 2**n · p(f) with t = max(x, −87)·log2(e), n = floor(t), f = t − n (the clamp keeps
+    2**n a normal float, so inputs below −87 give exp(−87) ≈ 1.6e-38, as the kernel does)."""
+    try:
+        x64 = np.asarray(x, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"x must be a number or an array of numbers; got {type(x).__name__}") from None
+    if x64.size and not (np.isfinite(x64).all() and x64.max() <= 88.0):
+        raise ValueError("x must be finite and <= 88 (exp overflows float32 above ~88.7); got "
+                         f"max {x64.max()}" if not np.isnan(x64).any() else "x must not contain NaN")
+    x = np.maximum(x64, -87.0).astype(np.float32)   # the kernel's clamp (maxs) at -87
     t = x * np.float32(LOG2E)
     n = np.floor(t).astype(np.int32)
     f = t - n.astype(np.float32)
@@ -99,12 +107,24 @@ def fast_exp_numpy(x: np.ndarray) -> np.ndarray:
 
 
 def fast_exp_max_rel_error(lo: float = -80.0, hi: float = 0.0, samples: int = 200_001) -> float:
-    """Measured max relative error of :func:`fast_exp_numpy` against numpy's exp on [lo, hi]."""
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise ValueError(f"need finite lo < hi; got lo={lo!r}, hi={hi!r}")
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 2:
-        raise ValueError(f"samples must be a whole number >= 2; got {samples!r}")
-    x = np.linspace(lo, hi, samples, dtype=np.float32)
+    """Measured max relative error of :func:`fast_exp_numpy` against numpy's exp on [lo, hi]
+    (``samples`` evenly spaced points, 1 to 10**7). Below −87 the kernel's clamp makes the
+    relative error large: there exp underflows anyway."""
+    import numbers
+
+    for name, v in (("lo", lo), ("hi", hi)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not -1e30 < v < 1e30:   # also NaN
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if not lo <= hi:
+        raise ValueError(f"lo must be <= hi; got lo={lo!r}, hi={hi!r}")
+    if lo < -700:
+        raise ValueError(f"lo must be >= -700 (exact exp underflows float64 below about -745, so a "
+                         f"relative error means nothing there); got {lo!r}")
+    if hi > 88:
+        raise ValueError(f"hi must be <= 88 (exp overflows float32 above ~88.7); got {hi!r}")
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or not 1 <= samples <= 10**7:
+        raise ValueError(f"samples must be a whole number from 1 to 10**7, got {samples!r}")
+    x = np.linspace(lo, hi, int(samples), dtype=np.float32)
     exact = np.exp(x.astype(np.float64))
     return float(np.max(np.abs(fast_exp_numpy(x) - exact) / exact))
 
