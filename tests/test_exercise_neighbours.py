@@ -87,6 +87,6 @@ def test_every_numeric_check_is_covered():
     """A new numeric check must be added above (the non-numeric ones are listed here)."""
     words = {"check_busiest_pipe", "check_double_buffering_one_tile", "check_underflow_second_expert",
              "check_sweet_spot", "check_v2_pacing_stage", "check_fast_exp_helps_v3",
-             "check_dominant_fitted_field", "check_sweet_spot_direction"}
+             "check_dominant_fitted_field", "check_sweet_spot_direction", "check_missing_instruction"}
     names = {n for mod in (ex, em, et) for n in mod.__all__ if n.startswith("check_")}
     assert names - words == {f"check_{n}" for n in CASES}

@@ -10,24 +10,27 @@ import numpy as np
 import pytest
 
 from npu_lab import GlobalTensor, launch, npu_kernel
+from npu_lab.lang import TBuf, TPosition, TQue
 from npu_lab.kernels.moe_gating.vectorized import fast_exp, fast_exp_numpy
 
 
 @npu_kernel
 def fast_exp_only(ctx, x_gm, y_gm, n):
-    """y = fast_exp(x) on n floats, one block: copy in, the vector fast exp, copy out."""
-    q_in = ctx.pipe.init_queue("VECIN", 1, n * 4, "x")
-    q_out = ctx.pipe.init_queue("VECOUT", 1, n * 4, "y")
-    work = ctx.pipe.alloc_local(np.float32, 3 * n, "work")
+    """y = fast_exp(x) on n floats (a multiple of 8), one block: copy in, the vector fast exp,
+    copy out."""
+    q_in, q_out, work_buf = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1), TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(q_in, 1, n * 4, name="x")
+    ctx.pipe.init_buffer(q_out, 1, n * 4, name="y")
+    ctx.pipe.init_buffer(work_buf, 3 * n * 4, name="work")
     x = q_in.alloc_tensor(np.float32)
-    ctx.data_copy(x, x_gm[0:n])
+    ctx.data_copy(x, x_gm, n)
     q_in.enque(x)
-    x, y = q_in.deque(), q_out.alloc_tensor(np.float32)
-    fast_exp(ctx, y, x, work, n)
+    x, y = q_in.deque(np.float32), q_out.alloc_tensor(np.float32)
+    fast_exp(ctx, y, x, work_buf.get(np.float32), n)
     q_out.enque(y)
     q_in.free_tensor(x)
-    y = q_out.deque()
-    ctx.data_copy(y_gm[0:n], y)
+    y = q_out.deque(np.float32)
+    ctx.data_copy(y_gm, y, n)
     q_out.free_tensor(y)
 
 

@@ -75,8 +75,9 @@ def test_v3_budget_rejects_more_than_64_winners():
 
 
 def test_v1_budget_for_the_article_shape():
-    # 8 points x 64 experts x 4 B = 2048; 8 x 2 x 4 = 64 B twice (already whole blocks)
-    assert [b.total_bytes for b in moe_ub_budget("v1", 8, 64, 2)] == [2048, 64, 64]
+    # 8 points x 64 experts x 4 B = 2048; each point's 2 results start a 32-byte row of their
+    # own (DataCopyPad stores them point by point): 8 x 32 B = 256, twice
+    assert [b.total_bytes for b in moe_ub_budget("v1", 8, 64, 2)] == [2048, 256, 256]
     assert moe_ub_bytes("v1", 1, 64, 2) == 256 + 32 + 32  # 8-byte top-k buffers round up to 32
 
 
@@ -89,14 +90,16 @@ def test_budget_relations_between_versions(t, e, data):
     assert moe_ub_budget("v2_bad_sync", t, e, k) == moe_ub_budget("v2", t, e, k)
     assert moe_ub_bytes("v3", t, e, k) > moe_ub_bytes("v2", t, e, k)
     unaligned = 4 * (t * e + 2 * t * k)
-    assert unaligned <= v1 < unaligned + 3 * 32
+    ceil8 = lambda n: -(-n // 8) * 8
+    assert v1 == 4 * t * (ceil8(e) + 2 * ceil8(k))       # every row padded to whole 32-B blocks
+    assert unaligned <= v1 < unaligned + t * 3 * 32
     assert all(b.bytes_each % 32 == 0 for b in moe_ub_budget("v3", t, e, k))
     assert moe_ub_bytes("v1", t, e, k, block_bytes=1) == unaligned
 
 
 def test_unknown_version_lists_known_ones():
     with pytest.raises(ValueError, match=r"unknown kernel version 'v4'; known versions: "
-                                         r"v1, v2, v2_bad_sync, v3"):
+                                         r"v1, v2, v2_bad_sync, v2c, v3"):
         moe_ub_budget("v4", 8, 64, 2)
 
 
@@ -126,21 +129,21 @@ def test_capacity_is_the_largest_tile_that_fits(version, e, ub, data):
 
 def test_article_shape_on_910b2(b2):
     t = calculate_moe_gating_tiling(1, 1024, 64, 2, b2)
-    # 722 points: 256*722 + 64*ceil(722/4) = 196416 <= 196608 < 196672 for 723 points
+    # 320 B a point (256 of scores, two 32-byte result rows): 614*320 = 196480 <= 196608 < 196800
     assert t == MoeGatingTiling(B=1, S=1024, E=64, K=2, tileB=1, tileS=8, tileBS=8,
-                                totalTiles=128, tilesPerBatch=128, ubCapacity=722)
-    assert calculate_moe_gating_tiling(1, 1024, 64, 2, b2, version="v2").ubCapacity == 361
+                                totalTiles=128, tilesPerBatch=128, ubCapacity=614)
+    assert calculate_moe_gating_tiling(1, 1024, 64, 2, b2, version="v2").ubCapacity == 307
 
 
 def test_ub_capacity_on_310p3_by_hand(p3):
-    # 256*963 + 64*241 = 261952 <= 262144 < 262208 for 964 points
-    assert calculate_moe_gating_tiling(2, 100, 64, 2, p3).ubCapacity == 963
+    # 320*819 = 262080 <= 262144 < 262400 for 820 points
+    assert calculate_moe_gating_tiling(2, 100, 64, 2, p3).ubCapacity == 819
 
 
 def test_v1_tile_halves_exactly_at_the_hand_computed_expert_count(b2):
-    # v1, K=2, 8 points: 32*E + 64 + 64 bytes <= 196608  <=>  E <= 6140
-    assert calculate_moe_gating_tiling(1, 1024, 6140, 2, b2).tileS == 8
-    assert calculate_moe_gating_tiling(1, 1024, 6141, 2, b2).tileS == 4
+    # v1, K=2, 8 points: 8 * (4*ceil8(E) + 32 + 32) bytes <= 196608  <=>  ceil8(E) <= 6128
+    assert calculate_moe_gating_tiling(1, 1024, 6128, 2, b2).tileS == 8
+    assert calculate_moe_gating_tiling(1, 1024, 6129, 2, b2).tileS == 4
 
 
 def _tile_s(e, version, hw, k=2):
@@ -259,8 +262,8 @@ def test_pack_exact_bytes_for_the_article_shape(b2):
     packed = t.pack()
     assert packed == bytes.fromhex(
         "01000000" "00040000" "40000000" "02000000" "01000000"
-        "08000000" "08000000" "80000000" "80000000" "d2020000")
-    assert np.frombuffer(packed, "<i4").tolist() == [1, 1024, 64, 2, 1, 8, 8, 128, 128, 722]
+        "08000000" "08000000" "80000000" "80000000" "66020000")
+    assert np.frombuffer(packed, "<i4").tolist() == [1, 1024, 64, 2, 1, 8, 8, 128, 128, 614]
     assert MoeGatingTiling.unpack(bytearray(packed)) == t
 
 
@@ -290,7 +293,7 @@ def test_unpack_wrong_length(n):
 
 
 def test_unpack_validates_contents():
-    good = [1, 1024, 64, 2, 1, 8, 8, 128, 128, 722]
+    good = [1, 1024, 64, 2, 1, 8, 8, 128, 128, 614]
     bad = good.copy()
     bad[6] = 9  # tileBS != tileB * tileS
     with pytest.raises(ValueError, match=r"tileBS must equal tileB \* tileS = 1 \* 8 = 8; got 9"):
@@ -311,7 +314,7 @@ def test_unpack_validates_contents():
     ],
 )
 def test_struct_validation(change, pattern):
-    fields = dict(zip(FIELDS, [1, 1024, 64, 2, 1, 8, 8, 128, 128, 722]))
+    fields = dict(zip(FIELDS, [1, 1024, 64, 2, 1, 8, 8, 128, 128, 614]))
     fields.update(change)
     with pytest.raises(ValueError, match=pattern):
         MoeGatingTiling(**fields)
@@ -370,7 +373,7 @@ def test_tile_range_out_of_range():
 def test_article_estimate_is_unaligned_single_buffered():
     assert article_ub_estimate_bytes(8, 64, 2) == 8 * (64 * 4 + 2 * 8) == 2176
     assert article_ub_estimate_bytes(1, 64, 2) == 272 < moe_ub_bytes("v1", 1, 64, 2) == 320
-    assert article_ub_estimate_bytes(8, 64, 2) < moe_ub_bytes("v2", 8, 64, 2) == 4352
+    assert article_ub_estimate_bytes(8, 64, 2) < moe_ub_bytes("v2", 8, 64, 2) == 5120
 
 
 def test_article_estimate_over_assumed_ub():

@@ -345,7 +345,8 @@ def test_v4_cpp_listing_calls_in_the_python_order(N, E, K, dtype):
     assert set(cpp) == set(_TRACED) and all(name in ASCEND_C_API or name in ("InitBuffer", "SetFlag", "WaitFlag")
                                             or f"TPipe::{name}" in ASCEND_C_API for name in cpp)
     x = np.random.default_rng(0).standard_normal((N, E)).astype(dtype)
-    trace = _traced_calls(x, K, _hw(1))
+    # calls outside _TRACED (TBuf::Get, PipeBarrier, ...) are checked by tests/test_listings.py
+    trace = [name for name in _traced_calls(x, K, _hw(1)) if name in _TRACED]
     trace = [name for i, name in enumerate(trace) if i == 0 or trace[i - 1] != name]
     t = calculate_moe_gating_v4_tiling(1, N, E, K, _hw(1), dtype=dtype)
     merge_rounds, n = 0, t.colAlign // 32
@@ -355,6 +356,7 @@ def test_v4_cpp_listing_calls_in_the_python_order(N, E, K, dtype):
     loops = t.ubLoopOfFormerBlock * (max(1, merge_rounds) + 1)
     pos, rounds = 0, 0
     for name in trace:
+        assert name in cpp, f"{name} is called by the kernel but not in sorted_topk.cpp"
         while cpp[pos % len(cpp)] != name:
             pos += 1
         rounds = pos // len(cpp)

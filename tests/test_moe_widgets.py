@@ -179,7 +179,7 @@ def test_ub_budget_details_show_the_struct(ube):
     packed = ube.tiling.pack()
     assert packed.hex(" ", 4) in ube.details.value
     assert "unpack(pack()) == tiling</code>: True" in ube.details.value
-    assert "2,176 B" in ube.details.value and "4,352 B" in ube.details.value
+    assert "2,176 B" in ube.details.value and "5,120 B" in ube.details.value
 
 
 def test_ub_budget_reacts_to_e_and_chip(ube):

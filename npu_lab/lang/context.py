@@ -180,8 +180,9 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
     def _race(self, name, pipe, start, tensor, why):
         raise RaceError(
             f"race on UB buffer '{tensor.name}': {name} on pipe {pipe} starts at cycle {start:.0f} "
-            f"but {why}. Add the missing sync (enque/deque through a TQue, or set_flag/wait_flag "
-            "with the HardEvent between the two pipes).")
+            f"but {why}. Add the missing sync between the two pipes: set_flag/wait_flag with the "
+            "HardEvent (e.g. MTE2_S before scalar code reads loaded data), or enque/deque through a "
+            "TQue when the pipes are the ones its position syncs (VECIN: MTE2->V, VECOUT: V->MTE3).")
 
     def _rule(self, message: str):
         raise AscendCRuleError(message)

@@ -145,7 +145,8 @@ def write_article_preset() -> FitResult:
 def _exp_kernel(ctx, count: int, fast: bool):
     """Micro-benchmark: one exp over ``count`` floats, exact or polynomial (V pipe only)."""
     bufs = [TBuf(TPosition.VECCALC) for _ in range(3)]
-    for buf, n, name in zip(bufs, (count, count, 3 * count), ("x", "y", "work")):
+    padded = -(-count // 8) * 8                   # fast_exp's scratch parts start on 32-byte blocks
+    for buf, n, name in zip(bufs, (count, count, 3 * padded), ("x", "y", "work")):
         ctx.pipe.init_buffer(buf, n * 4, name=name)
     x, y, work = (b.get(np.float32) for b in bufs)
     if fast:
@@ -157,7 +158,7 @@ def _exp_kernel(ctx, count: int, fast: bool):
 def exp_speedup(hw="ascend-910b2", count: int = 4096) -> float:
     """Vector time of the exact Exp over the polynomial exp on ``count`` floats (one core)."""
     hw = get_preset(hw)
-    largest = hw.ub_bytes // (5 * 4)   # x, y and 3 floats of scratch per element
+    largest = (hw.ub_bytes // (5 * 4)) // 8 * 8 - 8   # x, y and 3 floats of scratch per element (32-B parts)
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= largest:
         raise ValueError(f"count must be a whole number from 1 to {largest} (what fits {hw.name}'s UB "
                          f"with the fast exp's scratch); got {count!r}")

@@ -78,6 +78,9 @@ class RowTiling(Int32Struct):
 
 
 GENERIC_ROWS_PER_TILE = 8   # what a shape-agnostic library kernel picks: small and safe
+#: a row of K weights must sit inside one 256-byte repeat from its 32-byte-aligned start:
+#: 64 floats minus up to 7 of misalignment, rounded down to whole blocks
+RENORM_MAX_K = 56
 
 
 def _round(n: int, m: int) -> int:
@@ -118,6 +121,9 @@ def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int) -> RowTiling:
         need = sum(topk_ub_buffers(1, E, K).values())
         raise UbBudgetError(f"E={E} is too wide for the generic discrete kernels: one row of the TopK "
                             f"kernel (E={E}, K={K}) needs {need} bytes of UB, but the UB has {ub_bytes} bytes")
+    if K > RENORM_MAX_K:
+        raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: "
+                         f"K <= {RENORM_MAX_K}, got K={K}; the fused versions (v2c, v3) take larger K")
     return RowTiling(N, E, K, rows)
 
 
@@ -348,8 +354,9 @@ def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
     WholeReduceSum and a bit-masked Div inside the 32-byte-aligned repeat holding the row."""
     t = RowTiling.unpack(tiling_bytes)
     K, R = t.K, t.rows
-    if K > 56:
-        raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: K <= 56, got K={K}")
+    if K > RENORM_MAX_K:
+        raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: "
+                         f"K <= {RENORM_MAX_K}, got K={K}")
     x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
     ctx.pipe.init_buffer(x_q, 1, _bytes(_round(R * K, 64)), name="values")
     ctx.pipe.init_buffer(y_q, 1, _bytes(_round(R * K, 64)), name="weights")
@@ -381,7 +388,7 @@ def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
 def run_discrete_chain(logits_gm: GlobalTensor, indices_gm: GlobalTensor, weights_gm: GlobalTensor,
                        N: int, E: int, K: int, hw, timing_only: bool) -> Timeline:
     """Launch Softmax → TopK → Renormalise back to back; intermediates live in HBM."""
-    t = generic_row_tiling(N, E, K, hw.ub_bytes, hw.block_bytes)
+    t = generic_row_tiling(N, E, K, hw.ub_bytes)
     block_dim = min(hw.vector_cores, t.tiles)
     probs = GlobalTensor.empty(N * E, np.float32, "probs", timing_only)
     values = GlobalTensor.empty(N * K, np.float32, "topk_values", timing_only)

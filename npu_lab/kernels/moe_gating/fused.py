@@ -93,7 +93,7 @@ def scalar_topk_softmax(ctx, scores, values, indices, E: int, K: int) -> None:
 
     def compute():
         v, i = heap_topk(scores.data[:E].astype(np.float32), K)
-        e = np.exp((v - v[0]).astype(np.float64))       # float64: no overflow warning at ±3e38
+        e = np.exp(v.astype(np.float64) - float(v[0]))   # float64: no overflow at ±3e38
         values.data[:K] = (e / e.sum()).astype(np.float32)
         indices.data[:K] = i
 

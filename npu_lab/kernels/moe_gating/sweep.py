@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...lang import CapabilityError
 from ...presets import DATA_DIR, get_preset
-from .run import _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .run import ROW_TILED, _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .tiling import MoeGatingTiling, UbBudgetError, _check_shape, moe_ub_capacity
 
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
@@ -47,7 +48,9 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
     for ts in values:
         try:
             result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
-        except UbBudgetError as exc:
+        except (UbBudgetError, CapabilityError) as exc:
+            # does not fit the UB, or needs an instruction the chip lacks (an unaligned tail
+            # store on the 310P3): say so in the row, go on with the others
             rows.append({"tileS": int(ts), "note": str(exc)})
             continue
         t = result.timeline
@@ -90,16 +93,16 @@ def autotune(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-
              candidates=None) -> TuneResult:
     """Best tileS for a shape by timing-only simulation of every candidate that fits UB.
     Fused versions only: the discrete chain has no tileS to tune."""
-    if _check_version(version) == "discrete":
-        raise ValueError("autotune tunes the fused kernels' tileS (version v1, v2, v2_bad_sync, v3 or "
-                         "v3_fast_exp); the discrete chain has no tileS (its generic kernels pick "
-                         "their own rows): use simulate_moe_gating(..., version='discrete')")
+    if _check_version(version) in ROW_TILED:
+        raise ValueError(f"autotune tunes the fused kernels' tileS (version v1, v2, v2_bad_sync, v2c, v3 or "
+                         f"v3_fast_exp); {'the discrete chain' if version == 'discrete' else version} has no tileS "
+                         f"(it picks its own rows): use simulate_moe_gating(..., version={version!r})")
     B, S, E, K = _check_shape(B, S, E, K)   # a bad shape is named here, not blamed on a tileS
     hw = get_preset(hw)
     table = sweep(version, B, S, E, K, hw, candidate_tile_sizes(S) if candidates is None else candidates)
     ok = table.dropna(subset=["latency_us"])
     if ok.empty:
-        raise ValueError(f"no tileS fits UB for E={E}, K={K} on {hw.name}: {table['note'].iloc[0]}")
+        raise ValueError(f"no tileS runs for E={E}, K={K} on {hw.name}: {table['note'].iloc[0]}")
     ok = ok.sort_values(["latency_us", "tileS"])
     best = ok.iloc[0]
     runner = ok.iloc[1] if len(ok) > 1 else None

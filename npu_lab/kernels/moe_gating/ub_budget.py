@@ -180,7 +180,7 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
     copies = 1 if version == "v1" else 2
     if version == "v3":
         return _v3_buffers(T, E, K, block_bytes)
-    row = block_bytes // 4          # float32 / int32 elements per 32-byte block
+    row = max(1, block_bytes // 4)  # float32 / int32 elements per 32-byte block
     E8, K8 = _ceil_div(E, row) * row, _ceil_div(K, row) * row
     buffers = [
         UbBuffer.make("scores", "float32", T * E8, copies, block_bytes),
