@@ -238,11 +238,9 @@ class SelectOps:
             if src1_pattern == 7:
                 self._require("GatherMask pattern 7")
         if reduce_mode:
+            # counter mode: the 910B takes `mask` elements per repeat, the 310P `mask` in all
             lanes_per_repeat = _whole("GatherMask mask (counter mode: elements)", mask, 1, 2**32 - 1)
             repeat = 1 if self.hw.isa == "ascend310p" else _whole("repeat_times", params.repeat_times, 1, 255)
-            if self.hw.isa == "ascend310p":
-                lanes_per_repeat, repeat = lanes_per_repeat, 1
-            block_stride, rep_stride = 1, lanes_per_repeat * src0.dtype.itemsize // 32
             if lanes_per_repeat * src0.dtype.itemsize % 32 and repeat > 1:
                 self._rule("GatherMask counter mode with several repeats needs mask elements to fill whole "
                            "32-byte blocks")
