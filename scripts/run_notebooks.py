@@ -192,20 +192,16 @@ class _Client(NotebookClient):
             self.cell_times = {}
         meta = cell.setdefault("metadata", {})
         tags = meta.get("tags")
-        added_tag = False
         if "NBVAL_RAISES_EXCEPTION" in cell_markers(cell) and "raises-exception" not in (tags or []):
-            meta["tags"] = list(tags or []) + ["raises-exception"]  # nbclient's own opt-in
-            added_tag = True
+            # nbclient's opt-in, and kept: JupyterLab's "run all" and Voila stop at the first
+            # error of a cell without this tag, so the cells after a demonstrated error would
+            # never run for a learner
+            meta["tags"] = list(tags or []) + ["raises-exception"]
         start = time.perf_counter()
         try:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         finally:
             self.cell_times[cell_index] = time.perf_counter() - start
-            if added_tag:  # leave the cell's metadata as it was
-                if tags is None:
-                    del meta["tags"]
-                else:
-                    meta["tags"] = tags
 
 
 def _describe_cell(nb, index: int) -> str:

@@ -467,3 +467,15 @@ def test_sanitize_stays_on_its_line_and_is_fast_on_big_outputs():
     for big in ("1," * 200_000, "a" * 300_000, "/" + "a/" * 150_000, "0x" + "f" * 300_000):
         sanitize(big)
     assert time.perf_counter() - start < 5, "a sanitize rule is super-linear on long outputs"
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOK_DIR.glob("*.ipynb")), ids=lambda p: p.name)
+def test_demonstrated_errors_do_not_stop_run_all(path):
+    """A cell that shows an error on purpose (# NBVAL_RAISES_EXCEPTION) carries the
+    ``raises-exception`` tag: without it JupyterLab's "run all cells" and Voila stop there, and
+    every cell after it stays unrun for the learner."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    untagged = [i for i, c in enumerate(cells) if c["cell_type"] == "code"
+                and "NBVAL_RAISES_EXCEPTION" in "".join(c["source"])
+                and "raises-exception" not in c.get("metadata", {}).get("tags", [])]
+    assert untagged == [], f"{path.name}: cells {untagged} raise on purpose but lack the raises-exception tag"

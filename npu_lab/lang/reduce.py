@@ -107,7 +107,7 @@ class ReduceOps:
         block = src.data[src_off].reshape(repeat, len(lanes))
         pos = argfn(block, axis=1)                       # first occurrence: lowest index on ties
         values = block[np.arange(repeat), pos]
-        index = lanes[pos].astype(np.int64)
+        index = np.asarray(lanes, dtype=np.int64)[pos]
         out = dst.data
         idx_dtype = _INDEX_DTYPE[size]
         if order == ReduceOrder.ORDER_ONLY_INDEX:

@@ -124,7 +124,7 @@ class SelectOps:
         mask, repeat_time, p = args
         self._full_mask("Compare", mask, src0)
         repeat = self._check_repeat(repeat_time)
-        lanes = np.arange(256 // src0.dtype.itemsize)
+        lanes = tuple(range(256 // src0.dtype.itemsize))
         offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
                 footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
         n = repeat * len(lanes)
@@ -149,7 +149,7 @@ class SelectOps:
         mask, repeat_time, p = args
         self._full_mask("Compares", mask, src0)
         repeat = self._check_repeat(repeat_time)
-        lanes = np.arange(256 // src0.dtype.itemsize)
+        lanes = tuple(range(256 // src0.dtype.itemsize))
         offs = [footprint(src0, lanes, repeat, p.src_blk_stride, p.src_rep_stride, "src0")]
         n = repeat * len(lanes)
         self._count(max(n // 8, 1), dst)
@@ -254,7 +254,7 @@ class SelectOps:
             if len(offs) and offs.max() >= src0.count:
                 self._rule(f"GatherMask reads {offs.max() + 1} elements past '{src0.name}' ({src0.count})")
         else:
-            offs = footprint(src0, lanes, repeat, block_stride, rep_stride, "src0")
+            offs = footprint(src0, tuple(range(lanes_per_repeat)), repeat, block_stride, rep_stride, "src0")
         n = len(offs)
         if user:
             words_per_repeat = -(-lanes_per_repeat // (8 * src1_pattern.dtype.itemsize))
@@ -302,7 +302,7 @@ class SelectOps:
             self._rule("Brcb: dst_blk_stride=0 is undefined behaviour on the hardware (every block "
                        "written onto the same one); use 1")
         per_block = 32 // dst.dtype.itemsize
-        dst_off = footprint(dst, np.arange(8 * per_block), repeat, params.dst_blk_stride,
+        dst_off = footprint(dst, tuple(range(8 * per_block)), repeat, params.dst_blk_stride,
                             params.dst_rep_stride, "dst")
         self._count(max(8 * repeat, 1), src)
         self._vec("Brcb", "simple", repeat * 256, [(src, src.byte_offset, src.byte_offset + 8 * repeat * src.dtype.itemsize)],

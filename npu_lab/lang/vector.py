@@ -106,8 +106,22 @@ def _whole(name, value, lo, hi=None):
     return int(value)
 
 
-def lanes_of(mask, itemsize: int) -> np.ndarray:
-    """The lanes (element positions inside one 256-byte repeat) a level-0 ``mask`` switches on."""
+def lanes_of(mask, itemsize: int) -> tuple:
+    """The lanes (element positions inside one 256-byte repeat) a level-0 ``mask`` switches on,
+    as a tuple (cached: the same few masks come back on every repeat of a kernel's loop)."""
+    key = tuple(mask) if isinstance(mask, list) else mask
+    try:
+        return _lanes_cached(key, itemsize)
+    except TypeError:               # unhashable junk: let the checks below say what is wrong
+        return _lanes(mask, itemsize)
+
+
+@functools.lru_cache(maxsize=1024)
+def _lanes_cached(mask, itemsize: int) -> tuple:
+    return _lanes(mask, itemsize)
+
+
+def _lanes(mask, itemsize: int) -> tuple:
     per_repeat = 256 // itemsize
     if isinstance(mask, (list, tuple)):
         if len(mask) != 2:
@@ -116,35 +130,37 @@ def lanes_of(mask, itemsize: int) -> np.ndarray:
         if per_repeat <= 64 and hi:
             raise AscendCRuleError(f"mask_hi must be 0 for {8 * itemsize}-bit types: a repeat has only "
                                    f"{per_repeat} lanes (got mask_hi={hi:#x})")
-        bits = np.array([(lo >> i) & 1 for i in range(64)] + [(hi >> i) & 1 for i in range(64)], bool)
-        return np.flatnonzero(bits[:per_repeat])
+        bits = [(lo >> i) & 1 for i in range(64)] + [(hi >> i) & 1 for i in range(64)]
+        return tuple(i for i in range(per_repeat) if bits[i])
     m = _whole("mask (count mode: lanes per repeat)", mask, 1)
     if m > per_repeat:
         raise AscendCRuleError(f"mask={m} is wider than one repeat: a repeat holds {per_repeat} "
                                f"{8 * itemsize}-bit elements (256 bytes)")
-    return np.arange(m)
+    return tuple(range(m))
 
 
 @functools.lru_cache(maxsize=4096)
-def _footprint(lanes: tuple, itemsize: int, repeat: int, blk_stride: int, rep_stride: int) -> np.ndarray:
-    """Element offsets a level-0 operand touches: repeat r, lane l → r·rep + block(l)·blk + l%8."""
+def _footprint(lanes: tuple, itemsize: int, repeat: int, blk_stride: int, rep_stride: int):
+    """(offsets, last) of a level-0 operand: repeat r, lane l → r·rep + block(l)·blk + l%8;
+    ``last`` is the largest offset (-1 when nothing is touched)."""
     per_block = BLOCK_BYTES // itemsize
-    lanes = np.asarray(lanes)
+    lanes = np.asarray(lanes, dtype=np.int64)
     within = lanes % per_block + (lanes // per_block) * blk_stride * per_block
     offsets = (np.arange(repeat)[:, None] * rep_stride * per_block + within).ravel()
     offsets.flags.writeable = False
-    return offsets
+    return offsets, (int(offsets.max()) if len(offsets) else -1)
 
 
 def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
     """Element offsets of operand ``t`` (checked to lie inside it)."""
     blk_stride = _whole(f"{what} block stride", blk_stride, 0, 255)
     rep_stride = _whole(f"{what} repeat stride", rep_stride, 0, 65535)
-    off = _footprint(tuple(int(x) for x in lanes), t.dtype.itemsize, repeat, blk_stride, rep_stride)
-    if len(off) and int(off.max()) >= t.count:
+    lanes = lanes if isinstance(lanes, tuple) else tuple(int(x) for x in lanes)
+    off, last = _footprint(lanes, t.dtype.itemsize, repeat, blk_stride, rep_stride)
+    if last >= t.count:
         raise AscendCRuleError(
             f"{what} '{t.name}': {repeat} repeat(s) with block stride {blk_stride} and repeat stride "
-            f"{rep_stride} reach element {int(off.max())}, past the tensor's {t.count} elements "
+            f"{rep_stride} reach element {last}, past the tensor's {t.count} elements "
             "from its address; the hardware would read or write the UB beyond it. Lower repeat_time "
             "or the strides, or give the tensor more room")
     return off

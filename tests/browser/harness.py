@@ -639,11 +639,22 @@ def open_notebook_and_run_all(page: Any, base_url: str, token: str, notebook_pat
     return errors
 
 
-def open_voila(page: Any, base_url: str, *, timeout: float = RUN_ALL_TIMEOUT, path: str = "/") -> list[dict]:
+def expected_errors(notebook: str | os.PathLike) -> list[str]:
+    """The exception names the notebook's ``raises-exception`` cells show on purpose (from their
+    saved outputs): Voila renders them like any error, with no cell to tell them apart."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    return [o["ename"] for c in cells if "raises-exception" in c.get("metadata", {}).get("tags", [])
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def open_voila(page: Any, base_url: str, *, timeout: float = RUN_ALL_TIMEOUT, path: str = "/",
+               allowed_errors: Sequence[str] = ()) -> list[dict]:
     """Load a Voila page (which executes the notebook) and wait until its widgets render.
 
     Returns error/stderr outputs (and widget render errors) as in
-    ``open_notebook_and_run_all``; an empty list means a clean run.
+    ``open_notebook_and_run_all``; an empty list means a clean run. ``allowed_errors`` lists
+    exception names shown on purpose (:func:`expected_errors`): each removes one error output
+    that ends in that exception, no more.
     """
     ms = timeout * 1000
     page.goto(f"{base_url}{path}", wait_until="domcontentloaded", timeout=ms)
@@ -659,7 +670,16 @@ def open_voila(page: Any, base_url: str, *, timeout: float = RUN_ALL_TIMEOUT, pa
     errors += page.evaluate(
         "() => [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type=\"application/vnd.jupyter.error\"]')]"
         ".map(el => ({kind: 'error', text: el.innerText}))")
-    return [{**e, "cell": None} for e in errors]
+    allowed = list(allowed_errors)
+    kept = []
+    for e in errors:
+        last = e["text"].strip().splitlines()[-1] if e["text"].strip() else ""
+        name = next((a for a in allowed if last.startswith(f"{a}:")), None)
+        if name is None:
+            kept.append(e)
+        else:
+            allowed.remove(name)
+    return [{**e, "cell": None} for e in kept]
 
 
 # --------------------------------------------------------------------------- sliders
