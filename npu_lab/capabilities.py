@@ -11,6 +11,8 @@ asc-devkit ``docs/zh/api/SIMD-API/基础API/`` and says what to use instead.
 
 from __future__ import annotations
 
+import functools
+
 ISAS = {
     "ascend910b": "Atlas A2 training / inference series (Ascend 910B): AIV vector cores",
     "ascend310p": "Atlas inference series AI Core (Ascend 310P)",
@@ -61,6 +63,7 @@ MODES = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def check_supported(isa: str, instruction: str, *, dtype: str | None = None, mode: str | None = None):
     """None if the chip family ``isa`` has ``instruction`` (for ``dtype`` and ``mode``), else the
     reason as a string (callers raise it as a CapabilityError)."""

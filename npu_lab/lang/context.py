@@ -192,8 +192,8 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         from ..capabilities import check_supported
         from .errors import CapabilityError
 
-        why = check_supported(self.hw.isa, instruction, dtype=None if dtype is None else np.dtype(dtype).name,
-                              mode=mode)
+        dtype_name = None if dtype is None else (dtype.name if isinstance(dtype, np.dtype) else np.dtype(dtype).name)
+        why = check_supported(self.hw.isa, instruction, dtype=dtype_name, mode=mode)
         if why:
             raise CapabilityError(f"{self.hw.name}: {why}")
 

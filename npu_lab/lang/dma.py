@@ -36,6 +36,8 @@ BLOCK_BYTES = 32
 
 
 def _whole(name, value, lo, hi):
+    if type(value) is int and lo <= value <= hi:       # the common case, without ABC checks
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
         raise AscendCRuleError(f"{name} must be a whole number in [{lo}, {hi}], got {value!r}")
     return int(value)

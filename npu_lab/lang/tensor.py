@@ -61,6 +61,8 @@ def as_dtype(dtype) -> np.dtype:
 
 def _offset(key, size: int, name: str) -> int:
     """``tensor[offset]``: a whole number of elements inside the tensor (Ascend C has no slices)."""
+    if type(key) is int and 0 <= key <= size:      # the common case, without ABC checks
+        return key
     if isinstance(key, slice):
         raise TypeError(f"'{name}': Ascend C tensors have no slices. Use {name}[offset] (the tensor "
                         "starting `offset` elements further on) and pass the element count to the "

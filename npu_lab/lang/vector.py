@@ -99,6 +99,8 @@ def need_local(*tensors):
 
 
 def _whole(name, value, lo, hi=None):
+    if type(value) is int and lo <= value and (hi is None or value <= hi):   # common case, fast
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < lo \
             or (hi is not None and value > hi):
         span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
