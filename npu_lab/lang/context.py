@@ -111,6 +111,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)
+        self._vector_costs: dict = {}      # (kind, bytes) -> (cycles, repeats): costs depend on sizes only
 
     # ---- where am I ---------------------------------------------------------------------
     def get_block_idx(self) -> int:

@@ -181,9 +181,12 @@ class VectorOps:
 
     # ---- shared machinery -----------------------------------------------------------------
     def _vec(self, name, kind, nbytes, reads, writes, elements, repeats=None):
-        cost, reps = vector_cycles(self.hw, kind, nbytes)
-        if repeats is not None:            # level-0: the instruction runs exactly `repeats`
-            cost, reps = vector_cycles(self.hw, kind, repeats * self.hw.vector_repeat_bytes)
+        # level-0: the instruction runs exactly `repeats`; tensor form: the repeats its bytes need
+        key = (kind, nbytes if repeats is None else repeats * self.hw.vector_repeat_bytes)
+        costs = self._vector_costs
+        if key not in costs:
+            costs[key] = vector_cycles(self.hw, kind, key[1])
+        cost, reps = costs[key]
         self.core.vector_repeats += reps
         self._exec("V", f"{name} x{reps}", cost, reads, writes, nbytes=nbytes, elements=elements)
 
