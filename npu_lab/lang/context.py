@@ -18,11 +18,12 @@ import numbers
 
 import numpy as np
 
+from ..capabilities import check_supported
 from ..hardware import HardwareSpec
 from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState
 from ..sim.costs import scalar_cycles
 from .dma import DmaOps
-from .errors import AscendCRuleError, RaceError
+from .errors import AscendCRuleError, CapabilityError, RaceError
 from .loop import LoopOps
 from .memory import TPipe, UbAllocator
 from .reduce import ReduceOps
@@ -190,9 +191,6 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
 
     def _require(self, instruction: str, *, dtype=None, mode=None) -> None:
         """Raise a CapabilityError when this chip has no ``instruction`` (for dtype / mode)."""
-        from ..capabilities import check_supported
-        from .errors import CapabilityError
-
         dtype_name = None if dtype is None else (dtype.name if isinstance(dtype, np.dtype) else np.dtype(dtype).name)
         why = check_supported(self.hw.isa, instruction, dtype=dtype_name, mode=mode)
         if why:
