@@ -125,10 +125,12 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
     ListingSpec("scaled_add", "scaled_add.cpp", "scaled_add",
                 (dict(n=40, tile_len=16, num_buffers=2), dict(n=37, tile_len=16, num_buffers=1)),
                 entry=("scaled_add",), sync_order=True, kernels=("scaled_add_kernel",)),
-    # discrete / v3 also: E > 64 (rows of several repeats; the TopK's leftover-list Copy) and the
-    # 310P (ReduceMax TopK in discrete, float Compare in v3)
+    # discrete / v3 also: E > 64 (rows of several repeats; the TopK's leftover-list Copy), E = 2120
+    # (rows over 255 blocks: Softmax's per-row broadcast) and the 310P (ReduceMax TopK in
+    # discrete, float Compare in v3)
     ListingSpec("discrete", "moe_gating/discrete.cpp", "discrete",
-                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2)) + _moe_cases((1, 16, 64, 8, None), hw="ascend-310p3"),
+                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2), (1, 2, 2120, 2, None))
+                + _moe_cases((1, 16, 64, 8, None), hw="ascend-310p3"),
                 kernels=("softmax_kernel", "topk_sort_kernel", "renormalise_kernel")),
     ListingSpec("v1", "moe_gating/fused_v1.cpp", "v1", _moe_cases(*_SCALAR_SHAPES),
                 entry=("moe_gating_v1",), sync_order=True, kernels=("moe_gating_v1_kernel",)),

@@ -222,6 +222,13 @@ class VectorOps:
         """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""
         repeat = self._check_repeat(repeat_time)
         lanes = lanes_of(mask, dst.dtype.itemsize)
+        for (_, rep), role in zip(strides, ("dst", "src0", "src1")):
+            # Binary/Unary/CopyRepeatParams hold repeat strides in uint8_t (BinaryRepeatParams.md)
+            _whole(f"{name} {role} repeat stride (uint8 in the repeat params)", rep, 0, None)
+            if rep > 255:
+                self._rule(f"{name} {role} repeat stride (uint8 in the repeat params) must be a whole number "
+                           f"0..255, got {rep}: the field would keep only {rep % 256} (its low 8 bits). "
+                           "Issue one instruction per row instead, or lay the rows out closer together")
         offs = [footprint(t, lanes, repeat, b, r, role)
                 for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1"))]
         self._vec(name, kind, repeat * 256, [span_of(t, o) for t, o in zip(srcs, offs[1:])],

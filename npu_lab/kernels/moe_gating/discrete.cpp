@@ -135,9 +135,23 @@ private:
             }
         }
         Brcb(bcast, rowValues, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
-        for (int32_t c = 0; c < Es; c += 64) {  // x - max, the max broadcast by block stride 0
-            int32_t lanes = Es - c < 64 ? Es - c : 64;
-            Sub(y[c], src[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es / 8, Es / 8, 1));
+        if (Es / 8 <= 255) {  // x - max, the max broadcast by block stride 0
+            for (int32_t c = 0; c < Es; c += 64) {
+                int32_t lanes = Es - c < 64 ? Es - c : 64;
+                Sub(y[c], src[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es / 8, Es / 8, 1));
+            }
+        } else {  // rows over 255 blocks: the uint8 repeat stride cannot reach the next row
+            for (int32_t i = 0; i < r; ++i) {
+                for (int32_t c0 = 0; c0 < Es / 64; c0 += 255) {
+                    int32_t n = Es / 64 - c0 < 255 ? Es / 64 - c0 : 255;
+                    Sub(y[i * Es + 64 * c0], src[i * Es + 64 * c0], bcast[8 * i], 64, n,
+                        BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+                }
+                if (Es % 64 != 0) {
+                    Sub(y[i * Es + Es / 64 * 64], src[i * Es + Es / 64 * 64], bcast[8 * i], Es % 64, 1,
+                        BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+                }
+            }
         }
         Exp(y, y, r * Es);                      // all E exponentials
         if (E <= 64) {
@@ -148,9 +162,23 @@ private:
             }
         }
         Brcb(bcast, rowValues, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
-        for (int32_t c = 0; c < Es; c += 64) {
-            int32_t lanes = Es - c < 64 ? Es - c : 64;
-            Div(y[c], y[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es / 8, Es / 8, 1));
+        if (Es / 8 <= 255) {
+            for (int32_t c = 0; c < Es; c += 64) {
+                int32_t lanes = Es - c < 64 ? Es - c : 64;
+                Div(y[c], y[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es / 8, Es / 8, 1));
+            }
+        } else {  // rows over 255 blocks: the uint8 repeat stride cannot reach the next row
+            for (int32_t i = 0; i < r; ++i) {
+                for (int32_t c0 = 0; c0 < Es / 64; c0 += 255) {
+                    int32_t n = Es / 64 - c0 < 255 ? Es / 64 - c0 : 255;
+                    Div(y[i * Es + 64 * c0], y[i * Es + 64 * c0], bcast[8 * i], 64, n,
+                        BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+                }
+                if (Es % 64 != 0) {
+                    Div(y[i * Es + Es / 64 * 64], y[i * Es + Es / 64 * 64], bcast[8 * i], Es % 64, 1,
+                        BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+                }
+            }
         }
         xQueue.FreeTensor(xIn);
         yQueue.EnQue(y);

@@ -149,6 +149,24 @@ def _tbuf(ctx, nbytes: int, name: str, dtype=np.float32):
 
 
 # ---- 1. Softmax ---------------------------------------------------------------------------------
+def _row_bcast_op(ctx, op, dst, src0, bcast, rows: int, Es: int, chunks) -> None:
+    """dst = src0 <op> row value, the row's value (Brcb: one 32-B block per row) broadcast by
+    src1 block stride 0. Rows of up to 255 blocks: a repeat per row, one instruction per 64-wide
+    column chunk. Wider rows do not fit the uint8 repeat stride (BinaryRepeatParams.md): one
+    instruction per row instead, its repeats walking the row's chunks (src1 repeat stride 0)."""
+    if Es // 8 <= 255:
+        for c, lanes in chunks:
+            op(dst[c], src0[c], bcast, lanes, rows, BinaryRepeatParams(1, 1, 0, Es // 8, Es // 8, 1))
+        return
+    full, tail = divmod(Es, 64)
+    for i in range(rows):
+        row = i * Es
+        for c0 in range(0, full, 255):          # ≤ 255 repeats an instruction
+            n = min(255, full - c0)
+            op(dst[row + 64 * c0], src0[row + 64 * c0], bcast[8 * i], 64, n, BinaryRepeatParams(1, 1, 0, 8, 8, 0))
+        if tail:
+            op(dst[row + 64 * full], src0[row + 64 * full], bcast[8 * i], tail, 1,
+               BinaryRepeatParams(1, 1, 0, 8, 8, 0))
 @npu_kernel(block_classes=_row_classes)
 def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
     """Softmax over each row of [N, E]. Pipes: MTE2 → V (max, sub, exp, sum, div) → MTE3."""
@@ -181,8 +199,7 @@ def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
             for i in range(r):
                 ctx.reduce_max(row_values[i], src[i * Es], tmp, E)
         ctx.brcb(bcast, row_values, ceil_div(r, 8), BrcbRepeatParams(1, 8))
-        for c, lanes in chunks:                 # x - max, the max broadcast by block stride 0
-            ctx.sub(y[c], src[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es // 8, Es // 8, 1))
+        _row_bcast_op(ctx, ctx.sub, y, src, bcast, r, Es, chunks)   # x - max
         ctx.exp(y, y, r * Es)                   # all E exponentials
         if E <= 64:                             # row sums
             ctx.whole_reduce_sum(row_values, y, E, r, 1, 1, Es // 8)
@@ -190,8 +207,7 @@ def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
             for i in range(r):
                 ctx.reduce_sum(row_values[i], y[i * Es], tmp, E)
         ctx.brcb(bcast, row_values, ceil_div(r, 8), BrcbRepeatParams(1, 8))
-        for c, lanes in chunks:
-            ctx.div(y[c], y[c], bcast, lanes, r, BinaryRepeatParams(1, 1, 0, Es // 8, Es // 8, 1))
+        _row_bcast_op(ctx, ctx.div, y, y, bcast, r, Es, chunks)     # / sum
         x_q.free_tensor(x)
         y_q.enque(y)
         y = y_q.deque(np.float32)
