@@ -158,6 +158,11 @@ def k_repeat_stride_past_tensor(ctx):
     ctx.add(ub(ctx, count=512, name="dst"), a, a, 64, 4, BinaryRepeatParams(1, 1, 1, 8, 8, 8))
 
 
+def k_vector_operand_unaligned(ctx):
+    a = ub(ctx, count=128)
+    ctx.add(a[3], a[16], a[32], 8)          # a[3] starts 12 bytes into the buffer
+
+
 def k_repeat_stride_over_uint8(ctx):
     a = ub(ctx, count=64 * 300)
     ctx.add(a, a, a, 64, 2, BinaryRepeatParams(1, 1, 1, 256, 256, 256))
@@ -296,6 +301,9 @@ CATALOGUE = [
     Illegal("repeat-stride-past-tensor", "level-0 operands: every repeat and block inside the tensor",
             "Memory矢量计算/SIMD计算说明/高维切分.md", k_repeat_stride_past_tensor, B910, AscendCRuleError,
             r"src0 'buf': 4 repeat\(s\).*reach element 255, past the tensor's 128.*Lower repeat_time"),
+    Illegal("vector-operand-unaligned", "vector operands start on a 32-byte UB block",
+            "M/基础算术/Add.md", k_vector_operand_unaligned, B910, AscendCRuleError,
+            r"UB operand 'buf' starts 12 B into its buffer, not on a 32-byte boundary.*multiple of 8 float32"),
     Illegal("repeat-stride-over-uint8", "BinaryRepeatParams' repeat strides are uint8_t: at most 255 blocks",
             "辅助数据结构/BinaryRepeatParams.md", k_repeat_stride_over_uint8, B910, AscendCRuleError,
             r"Add dst repeat stride \(uint8 in the repeat params\) must be a whole number 0\.\.255, got 256"),

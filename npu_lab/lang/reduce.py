@@ -60,6 +60,13 @@ def reduce_max_tmp_elements(count: int, itemsize: int, cal_index: bool) -> int:
     return start2 + end2 + math.ceil(out3 / per_block) * per_block
 
 
+def _need_result(dst, elements: int) -> None:
+    """A reduction's dst starts on the size of one result, not 32 bytes (ReduceRepeat.md,
+    table 3: 4 B for a float sum, 8 B for a float [value, index] pair)."""
+    need_local(dst, align=1)
+    need_local(dst, align=elements * dst.dtype.itemsize)
+
+
 class ReduceOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
@@ -77,7 +84,7 @@ class ReduceOps:
 
     def _whole_arg(self, name, argfn, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride,
                    src_rep_stride, order):
-        need_local(dst, src)
+        need_local(src)
         self._check_float(name, src)
         self._same_dtype(name, dst, src)
         orders = (ReduceOrder.ORDER_VALUE_INDEX, ReduceOrder.ORDER_INDEX_VALUE, ReduceOrder.ORDER_ONLY_VALUE,
@@ -95,6 +102,7 @@ class ReduceOps:
             width = 4 // size
         else:
             width = 2
+        _need_result(dst, width)
         stride = _whole(f"{name} dst_rep_stride", dst_rep_stride, 0, 65535) * width
         dst_off = (np.arange(repeat)[:, None] * stride + np.arange(width)).ravel()
         if len(dst_off) and dst_off.max() >= dst.count:
@@ -124,7 +132,8 @@ class ReduceOps:
 
     def whole_reduce_sum(self, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride):
         """``WholeReduceSum``: one sum per repeat, written every ``dst_rep_stride`` elements."""
-        need_local(dst, src)
+        need_local(src)
+        _need_result(dst, 1)
         self._check_float("WholeReduceSum", src)
         self._same_dtype("WholeReduceSum", dst, src)
         repeat = self._check_repeat(repeat_time)
@@ -150,7 +159,8 @@ class ReduceOps:
         self._reduce_all("ReduceSum", dst, src, shared_tmp_buffer, count, False)
 
     def _reduce_all(self, name, dst, src, tmp, count, cal_index):
-        need_local(dst, src, tmp)
+        need_local(src, tmp)
+        _need_result(dst, 2 if cal_index else 1)     # [value, index] with calIndex
         self._check_float(name, src)
         self._same_dtype(name, dst, src, tmp)
         n = self._count(count, src)

@@ -95,7 +95,8 @@ class SortOps:
         lists = [src.src1, src.src2, src.src3, src.src4][:_VALID_BITS[params.valid_bit]]
         if any(t is None for t in lists):
             raise AscendCRuleError(f"valid_bit={params.valid_bit} merges {len(lists)} lists; give that many tensors")
-        need_local(dst, *lists)
+        need_local(dst)
+        need_local(*lists, align=8)             # "src tensors 8-B aligned" (MrgSort.md)
         lengths = tuple(params.element_lengths)
         if len(lengths) != 4:
             raise AscendCRuleError(f"MrgSort4Info.element_lengths has 4 entries (pairs per list), got {lengths!r}")

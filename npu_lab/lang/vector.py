@@ -91,11 +91,19 @@ _BINARY = {"Add": (np.add, "simple"), "Sub": (np.subtract, "simple"), "Mul": (np
 _FLOAT_ONLY = {"Div", "Exp"}
 
 
-def need_local(*tensors):
+def need_local(*tensors, align: int = BLOCK_BYTES):
+    """Vector operands are UB LocalTensors starting on a 32-byte block (通用地址对齐约束 in
+    asc-devkit docs/zh/api/SIMD-API/通用说明和约束.md); a few operands document a smaller
+    ``align`` (a reduction's results, MrgSort's lists)."""
     for t in tensors:
         if not isinstance(t, LocalTensor):
             raise TypeError(f"vector instructions work on UB LocalTensors, got {type(t).__name__}; "
                             "data_copy global data into UB first")
+        if t.ub_address % align:
+            raise AscendCRuleError(
+                f"UB operand '{t.name}' starts {t.byte_offset} B into its buffer, not on a {align}-byte "
+                f"boundary; vector instructions need {align}-byte aligned UB addresses. Start it at a "
+                f"multiple of {max(1, align // t.dtype.itemsize)} {t.dtype.name} elements")
 
 
 def _whole(name, value, lo, hi=None):

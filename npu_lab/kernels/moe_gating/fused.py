@@ -152,8 +152,6 @@ def iteration_key(t: MoeGatingTiling, my_tiles: list[int]):
     return lambda j: (mine[j], mine[j + 1], j >= 2, j + 2 < n)
 
 
-_iteration_key = iteration_key
-
 
 # ---- v1 ---------------------------------------------------------------------------------------
 def _tile_rows(t: MoeGatingTiling, tile: int) -> tuple[int, int]:

@@ -25,7 +25,7 @@
 using namespace AscendC;
 
 constexpr int32_t BLOCK_BYTES = 32;
-constexpr int32_t MAX_REPEAT = 255;
+constexpr int32_t REPEAT_CHUNK = 252;  // <= 255 repeats; a multiple of 4 keeps Compare's mask 32-B aligned
 // A2 (__CCE_AICORE__ == 220) compares int32 with EQ; the 310P (200) has no int32 Compare.
 constexpr bool INT32_COMPARE_EQ = (__CCE_AICORE__ == 220);
 // the fitted polynomial 2^f ~ ((c0 f + c1) f + c2) f + c3 on [0, 1) (vectorized.py FAST_EXP_COEFFS)
@@ -221,8 +221,8 @@ private:
         uint64_t rsvdCnt = 0;
         for (int32_t k = 0; k < K; ++k) {
             if (E <= 64) {                                     // one repeat per row
-                for (int32_t r0 = 0; r0 < rows; r0 += MAX_REPEAT) {
-                    int32_t n = rows - r0 < MAX_REPEAT ? rows - r0 : MAX_REPEAT;
+                for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {
+                    int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
                     WholeReduceMax(pairs[2 * r0], src[r0 * Ep], E, n, 1, 1, Ep / 8, ReduceOrder::ORDER_VALUE_INDEX);
                 }
             } else {                                           // a row spans m repeats: per row
@@ -264,8 +264,8 @@ private:
         } else {
             Exp(valuesPad, valuesPad, rows * Kp);
         }
-        for (int32_t r0 = 0; r0 < rows; r0 += MAX_REPEAT) {
-            int32_t n = rows - r0 < MAX_REPEAT ? rows - r0 : MAX_REPEAT;
+        for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {
+            int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
             WholeReduceSum(rowValues[r0], valuesPad[r0 * Kp], K, n, 1, 1, Kp / 8);
         }
         Brcb(columnBcast, rowValues, rows8, BrcbRepeatParams(1, 8));
@@ -283,8 +283,8 @@ private:
             Adds(rowArgmax, rowArgmax, -64, rows);
             Brcb(argmaxBcast[c * 8], rowArgmax, rows8, BrcbRepeatParams(m, 8 * m));
         }
-        for (int32_t r0 = 0; r0 < rows * m; r0 += MAX_REPEAT) {
-            int32_t n = rows * m - r0 < MAX_REPEAT ? rows * m - r0 : MAX_REPEAT;
+        for (int32_t r0 = 0; r0 < rows * m; r0 += REPEAT_CHUNK) {
+            int32_t n = rows * m - r0 < REPEAT_CHUNK ? rows * m - r0 : REPEAT_CHUNK;
             Compare(mask[r0 * 8], iota, argmaxBcast[r0 * 8], CMPMODE::EQ, 64, n,
                     BinaryRepeatParams(1, 1, 0, 8, 0, 1));
         }
@@ -300,8 +300,8 @@ private:
             Adds(rowValues, rowValues, -64.0f, rows);
             Brcb(bcastF[c * 8], rowValues, rows8, BrcbRepeatParams(m, 8 * m));
         }
-        for (int32_t r0 = 0; r0 < rows * m; r0 += MAX_REPEAT) {
-            int32_t n = rows * m - r0 < MAX_REPEAT ? rows * m - r0 : MAX_REPEAT;
+        for (int32_t r0 = 0; r0 < rows * m; r0 += REPEAT_CHUNK) {
+            int32_t n = rows * m - r0 < REPEAT_CHUNK ? rows * m - r0 : REPEAT_CHUNK;
             Compare(mask[r0 * 8], iota.ReinterpretCast<float>(), bcastF[r0 * 8], CMPMODE::EQ, 64, n,
                     BinaryRepeatParams(1, 1, 0, 8, 0, 1));
         }

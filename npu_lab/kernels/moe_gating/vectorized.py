@@ -65,13 +65,16 @@ from ...lang import (SELMODE, BinaryRepeatParams, BrcbRepeatParams, CopyRepeatPa
                      DataCopyPadExtParams, DataCopyParams, GatherMaskParams, RoundMode, TBuf, TPosition,
                      TQue, npu_kernel)
 from ...capabilities import check_supported
-from .fused import _iteration_key, block_tiles, looping_block_classes
+from .fused import block_tiles, iteration_key, looping_block_classes
 from .tiling import MoeGatingTiling
 from .ub_budget import moe_ub_budget, v3_layout
 
 LOG2E = float(np.log2(np.e))
 NEG_INF = float("-inf")
-MAX_REPEAT = 255
+#: repeats per instruction when a long run is split: 252 (≤ 255, a multiple of 4) keeps every
+#: piece's Compare mask (8 bytes a repeat) on a 32-byte block — the chunk Ascend C's own Compare
+#: loop uses
+REPEAT_CHUNK = 252
 BLOCK_BYTES = 32
 
 
@@ -157,8 +160,8 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def repeat_chunks(n: int, size: int = MAX_REPEAT):
-    """(start, count) pieces of at most ``size`` (an instruction takes ≤ 255 repeats)."""
+def repeat_chunks(n: int, size: int = REPEAT_CHUNK):
+    """(start, count) pieces of at most ``size`` repeats (an instruction takes ≤ 255)."""
     for start in range(0, n, size):
         yield start, min(size, n - start)
 
@@ -365,7 +368,7 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
 
     # ---- Process
     copy_in(my_tiles[0])
-    for j in ctx.tile_loop(len(my_tiles), key=_iteration_key(t, my_tiles)):
+    for j in ctx.tile_loop(len(my_tiles), key=iteration_key(t, my_tiles)):
         first, rows = rows_of(my_tiles[j])
         if j + 1 < len(my_tiles):
             copy_in(my_tiles[j + 1])          # prefetch the next tile into the other slot
