@@ -163,6 +163,14 @@ def k_vector_operand_unaligned(ctx):
     ctx.add(a[3], a[16], a[32], 8)          # a[3] starts 12 bytes into the buffer
 
 
+def k_select_without_scratch(ctx):
+    a = ub(ctx, count=64)
+    mask = ub(ctx, count=8, name="mask", dtype=np.uint8)
+    filler = TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(filler, ctx.ub.free_bytes - 4096, name="filler")   # leaves 4 KB free
+    ctx.select(a, mask, a, a, SELMODE.VSEL_TENSOR_TENSOR_MODE, 64)
+
+
 def k_repeat_stride_over_uint8(ctx):
     a = ub(ctx, count=64 * 300)
     ctx.add(a, a, a, 64, 2, BinaryRepeatParams(1, 1, 1, 256, 256, 256))
@@ -304,6 +312,9 @@ CATALOGUE = [
     Illegal("vector-operand-unaligned", "vector operands start on a 32-byte UB block",
             "M/基础算术/Add.md", k_vector_operand_unaligned, B910, AscendCRuleError,
             r"UB operand 'buf' starts 12 B into its buffer, not on a 32-byte boundary.*multiple of 8 float32"),
+    Illegal("select-without-8kb-scratch", "Select modes 1 and 2 need 8 KB of UB left free",
+            "M/比较与选择/Select.md", k_select_without_scratch, B910, AscendCRuleError,
+            r"uses 8192 B of UB as the library's scratch.*leave only 4096 B free.*Allocate 4096 B less"),
     Illegal("repeat-stride-over-uint8", "BinaryRepeatParams' repeat strides are uint8_t: at most 255 blocks",
             "辅助数据结构/BinaryRepeatParams.md", k_repeat_stride_over_uint8, B910, AscendCRuleError,
             r"Add dst repeat stride \(uint8 in the repeat params\) must be a whole number 0\.\.255, got 256"),

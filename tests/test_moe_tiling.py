@@ -61,8 +61,9 @@ def test_v3_budget_layout_by_hand():
         ("row_results", "float32", 200, 1, 800, 800),    # pairs 64, values 32, argmax 32, iota 64, pattern 8
         ("row_bcast", "float32", 192, 1, 768, 768),      # 3 Brcb targets of T8 x 8
         ("topk_padded", "float32", 320, 1, 1280, 1280),  # values 64, indices 64, exp scratch 192
+        ("select_reserve", "uint8", 8192, 1, 8192, 8192),  # left free: Select's own 8 KB (Select.md)
     ]
-    assert moe_ub_bytes("v3", 3, 10, 3) == 6336
+    assert moe_ub_bytes("v3", 3, 10, 3) == 6336 + 8192
     # E > 64: a row is two repeats, the argmax broadcast two blocks, plus ReduceMax's tmp
     wide = {b.name: b for b in moe_ub_budget("v3", 3, 65, 3)}
     assert wide["scores"].elements == 3 * 128 and wide["select_mask"].elements == 3 * 128 // 8

@@ -16,8 +16,9 @@ Compares.md, Select.md, GatherMask.md) and 数据填充/Brcb.md. The rules model
   C++ returns it through a reference). Pattern 7 does not exist on the 310P.
 * ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst.
 
-Model note: Select modes 1 and 2 and Brcb on the 310P reserve 8 KB of UB for the library's own
-temporaries; that reservation is not modelled.
+* ``Select`` in modes 1 and 2 (and ``Brcb`` on the 310P) use 8 KB of UB as the library's own
+  scratch ("使用时需要预留8KB的Unified Buffer空间"): a kernel must leave that much of the UB
+  unallocated, or the instruction overwrites a buffer. Here it raises when less is free.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ class BrcbRepeatParams:
     dst_rep_stride: int = 8
 
 
+#: UB the library's Select (modes 1, 2) and, on the 310P, Brcb keep for themselves (Select.md, Brcb.md)
+SCRATCH_RESERVE_BYTES = 8 * 1024
+
+
 #: built-in GatherMask patterns: which lanes of every group of 2 or 4 are kept
 GATHER_PATTERNS = {1: (2, 0), 2: (2, 1), 3: (4, 0), 4: (4, 1), 5: (4, 2), 6: (4, 3), 7: (1, 0)}
 
@@ -104,6 +109,14 @@ class SelectOps:
                        f"{n // per_repeat * per_repeat} and leaves the mask bits of the last "
                        f"{n % per_repeat} unwritten. Pad the data to {-(-n // per_repeat) * per_repeat} elements")
         return n
+
+    def _need_scratch(self, what: str, page: str) -> None:
+        free = self.ub.free_bytes
+        if free < SCRATCH_RESERVE_BYTES:
+            self._rule(f"{what} uses {SCRATCH_RESERVE_BYTES} B of UB as the library's scratch "
+                       f"(docs/zh/api/SIMD-API/基础API/Memory矢量计算/{page}: 预留8KB), but the kernel's "
+                       f"buffers leave only {free} B free; on the device it would overwrite one of them. "
+                       f"Allocate {SCRATCH_RESERVE_BYTES - free} B less (a smaller tile)")
 
     def compare(self, dst, src0, src1, cmp_mode: str, *args):
         """``Compare(dst, src0, src1, cmpMode, count)`` or level-0 ``Compare(dst, src0, src1,
@@ -192,6 +205,8 @@ class SelectOps:
             raise AscendCRuleError(f"{sel_mode} takes src1 as a {'scalar' if scalar_mode else 'LocalTensor'}; "
                                    f"got {type(src1).__name__}")
         n = self._count(count, dst, src0, *(() if scalar_mode else (src1,)))
+        if sel_mode != SELMODE.VSEL_CMPMASK_SPR:
+            self._need_scratch("Select in " + sel_mode, "比较与选择/Select.md")
         per_repeat = 256 // dst.dtype.itemsize
         mask_bits = per_repeat if sel_mode == SELMODE.VSEL_CMPMASK_SPR else n
         mask_bytes = -(-mask_bits // 8)
@@ -298,6 +313,8 @@ class SelectOps:
         if dst.region is src.region:
             self._rule("Brcb: src and dst must not be the same UB buffer")
         repeat = self._check_repeat(repeat_time)
+        if self.hw.isa == "ascend310p":
+            self._need_scratch("Brcb on the 310P", "数据填充/Brcb.md")
         if params.dst_blk_stride == 0:
             self._rule("Brcb: dst_blk_stride=0 is undefined behaviour on the hardware (every block "
                        "written onto the same one); use 1")

@@ -17,7 +17,7 @@ from ._base import (ARTICLE_UB_BYTES, _check_choice, _check_int, _chip_options, 
 
 _BUFFER_NAMES = tuple(b.name for b in moe_ub_budget("v3", 1, 1, 1))
 _BUFFER_COLOURS = dict(zip(_BUFFER_NAMES, ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
-                                            "#e377c2", "#17becf", "#bcbd22")))
+                                            "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")))
 _MAIN_BUFFERS = ("scores", "topk_values", "topk_indices")
 _TILING_FIELDS = tuple(f.name for f in fields(MoeGatingTiling))
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...lang.select import SCRATCH_RESERVE_BYTES
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -146,6 +148,9 @@ def _v3_buffers(T: int, E: int, K: int, block_bytes: int) -> tuple[UbBuffer, ...
         UbBuffer.make("row_results", "float32", size("row_results"), 1, block_bytes),
         UbBuffer.make("row_bcast", "float32", size("row_bcast"), 1, block_bytes),
         UbBuffer.make("topk_padded", "float32", size("topk_padded"), 1, block_bytes),
+        # not allocated: left free, because Select (tensor-tensor mode) uses 8 KB of UB as its own
+        # scratch (Select.md: 预留8KB); the host counts it so a full tile still leaves it
+        UbBuffer.make("select_reserve", "uint8", SCRATCH_RESERVE_BYTES, 1, block_bytes),
     )
 
 
@@ -162,7 +167,8 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
     * ``v3``: rows at a stride Ep = E rounded up to 64: scores f32 [T*Ep] (two copies; float16
       input uses the first half), topk_values f32 / topk_indices i32 [T8*K] (two copies), and
       single-copy TBufs scores_work, select_mask (bits), row_results, row_bcast and topk_padded,
-      laid out by :func:`v3_layout`.
+      laid out by :func:`v3_layout`, plus ``select_reserve``: 8 KB the kernel leaves free for
+      Select's own scratch.
 
     Each buffer is rounded up to whole ``block_bytes`` blocks. Kernels allocate exactly these.
     """
