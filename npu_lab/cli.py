@@ -161,7 +161,7 @@ def _sweep_table(df, reference) -> str:
 
 
 def _sweep_figure(df, best: int, reference, title: str):
-    from .viz import latency_sweep_figure
+    from .course.viz import latency_sweep_figure
 
     fig = latency_sweep_figure(df, "tileS", "latency_us", highlight=best, reference=reference,
                                title=title, log_x=df["tileS"].nunique() > 1)

@@ -96,7 +96,7 @@ def bench_simulator() -> None:
 
 def bench_explorer() -> None:
     """(d) the explorer widget: setting a control's .value until the figure's data changed."""
-    from npu_lab.widgets import buffers_explorer
+    from npu_lab.course.widgets import buffers_explorer
 
     section("explorer widget: .value set -> figure data updated")
     build = median_seconds(lambda: buffers_explorer(), repeats=3)
@@ -177,7 +177,7 @@ def bench_moe_scaling() -> None:
 def bench_tile_explorer() -> None:
     """Issue 4: the tileS explorer at the default (article) shape: slider value set -> the
     figure's data updated, median over many moves (target < 50 ms)."""
-    from npu_lab.moe_widgets import TileSweepExplorer, UbBudgetExplorer
+    from npu_lab.course.explorers import TileSweepExplorer, UbBudgetExplorer
 
     section("MoE explorers: .value set -> figure data updated (target < 50 ms)")
     build = median_seconds(lambda: TileSweepExplorer(), repeats=3)

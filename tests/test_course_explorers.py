@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from npu_lab.kernels.moe_gating import simulate_moe_gating
-from npu_lab.moe_widgets import DoubleBufferExplorer
+from npu_lab.course.explorers import DoubleBufferExplorer
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +41,9 @@ def test_bad_choices_are_refused():
 
 def test_fast_exp_explorer_status_and_marker():
     from npu_lab import get_preset
-    from npu_lab.exercises_tuning import exp_break_even_cycles
+    from npu_lab.course.ex06 import exp_break_even_cycles
     from npu_lab.kernels.moe_gating import exp_speedup
-    from npu_lab.moe_widgets import FastExpExplorer
+    from npu_lab.course.explorers import FastExpExplorer
 
     fe = FastExpExplorer()
     hw = get_preset("ascend-910b2")
@@ -59,8 +59,8 @@ def test_fast_exp_explorer_status_and_marker():
 
 def test_tuning_explorer_circles_the_tuners_choice_and_explains_refusals():
     from npu_lab.kernels.moe_gating import autotune
-    from npu_lab.moe_widgets import TuningExplorer
-    from npu_lab.moe_widgets.tuning import TUNING_TILES
+    from npu_lab.course.explorers import TuningExplorer
+    from npu_lab.course.explorers.tuning import TUNING_TILES
 
     te = TuningExplorer(chip="ascend-910b2", version="v3")
     truth = autotune(1, 1024, 64, 2, version="v3", hw="ascend-910b2", candidates=list(TUNING_TILES))

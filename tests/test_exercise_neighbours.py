@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from npu_lab import exercises as ex
-from npu_lab import exercises_moe as em
-from npu_lab import exercises_tuning as et
+from npu_lab.course import ex01, ex02, ex03, ex04, ex05, ex06, ex07
 from npu_lab.data import load_article_tile_sweep
 from npu_lab.kernels.moe_gating import moe_ub_bytes, moe_ub_capacity, simulate_moe_gating
-from npu_lab.pipeline_diagram import steady_state_period
+from npu_lab.course.pipeline_diagram import steady_state_period
 from npu_lab.presets import get_preset
 
 HW = get_preset("ascend-910b2")
@@ -42,32 +40,32 @@ def _article_factor():
 
 # (check, truth, answers that must be right, answers that must be wrong)
 CASES = {
-    "launch_overhead": (ex.check_launch_overhead, lambda: HW.launch_overhead_us,
+    "launch_overhead": (ex01.check_launch_overhead, lambda: HW.launch_overhead_us,
                         lambda t: [t, t * 1.009], lambda t: [t * 1.02, t * 0.98, t + 1, t - 1]),
-    "largest_tile_len": (ex.check_largest_tile_len, lambda: HW.ub_bytes // 24 // 8 * 8,
+    "largest_tile_len": (ex01.check_largest_tile_len, lambda: HW.ub_bytes // 24 // 8 * 8,
                          lambda t: [t], lambda t: [t - 8, t + 8, t - 1, t + 1]),
-    "discrete_hbm_bytes": (em.check_discrete_hbm_bytes, lambda: _sim("discrete").timeline.hbm_bytes,
+    "discrete_hbm_bytes": (ex02.check_discrete_hbm_bytes, lambda: _sim("discrete").timeline.hbm_bytes,
                            lambda t: [t, f"{t:,} bytes"], lambda t: [t - 1, t + 1, t - 32, t + 32]),
-    "discrete_launch_share": (em.check_discrete_launch_share, _launch_share,
+    "discrete_launch_share": (ex02.check_discrete_launch_share, _launch_share,
                               lambda t: [t, t + 2.5, t - 2.5], lambda t: [t + 3.5, t - 3.5]),
-    "largest_tile_s": (em.check_largest_tile_s, lambda: moe_ub_capacity("v2", 4096, 2, HW.ub_bytes),
+    "largest_tile_s": (ex03.check_largest_tile_s, lambda: moe_ub_capacity("v2", 4096, 2, HW.ub_bytes),
                        lambda t: [t], lambda t: [t - 1, t + 1]),
-    "tile_s_halving_e": (em.check_tile_s_halving_e, lambda: em.first_e_below_tile_s(8, "v2", 2),
+    "tile_s_halving_e": (ex03.check_tile_s_halving_e, lambda: ex03.first_e_below_tile_s(8, "v2", 2),
                          lambda t: [t], lambda t: [t - 1, t + 1]),
-    "honest_ub_bytes": (em.check_honest_ub_bytes, lambda: moe_ub_bytes("v2", 8, 64, 2),
+    "honest_ub_bytes": (ex03.check_honest_ub_bytes, lambda: moe_ub_bytes("v2", 8, 64, 2),
                         lambda t: [t], lambda t: [t - 1, t + 1, t - 32, t + 32]),
-    "double_buffer_gain": (em.check_double_buffer_gain, lambda: _db_gain("article", 8),
+    "double_buffer_gain": (ex04.check_double_buffer_gain, lambda: _db_gain("article", 8),
                            lambda t: [t, t + 1.9, t - 1.9], lambda t: [t + 2.5, t - 2.5]),
-    "steady_state_period": (et.check_steady_state_period, lambda: steady_state_period(2.0, 5.0, 3.0, buffers=2),
+    "steady_state_period": (ex05.check_steady_state_period, lambda: steady_state_period(2.0, 5.0, 3.0, buffers=2),
                             lambda t: [t], lambda t: [t + 0.01, t - 0.01, t + 1, t - 1]),
-    "db_gain_one_tile_per_block": (et.check_db_gain_one_tile_per_block, lambda: _db_gain("ascend-910b2", 32),
+    "db_gain_one_tile_per_block": (ex05.check_db_gain_one_tile_per_block, lambda: _db_gain("ascend-910b2", 32),
                                    lambda t: [t, t + 0.9], lambda t: [t + 1.5, t - 1.5]),
-    "topk_vector_instructions": (et.check_topk_vector_instructions,
-                                 lambda: et._v_instructions(8, 2, 64) - et._v_instructions(8, 1, 64),
+    "topk_vector_instructions": (ex06.check_topk_vector_instructions,
+                                 lambda: ex06._v_instructions(8, 2, 64) - ex06._v_instructions(8, 1, 64),
                                  lambda t: [t], lambda t: [t - 1, t + 1]),
-    "fast_exp_break_even": (et.check_fast_exp_break_even, lambda: et.exp_break_even_cycles("ascend-910b2", 4096),
+    "fast_exp_break_even": (ex06.check_fast_exp_break_even, lambda: ex06.exp_break_even_cycles("ascend-910b2", 4096),
                             lambda t: [t], lambda t: [t + max(0.6, 0.04 * t), t - max(0.6, 0.04 * t)]),
-    "article_vs_datasheet": (et.check_article_vs_datasheet, _article_factor,
+    "article_vs_datasheet": (ex07.check_article_vs_datasheet, _article_factor,
                              lambda t: [t, t * 1.09], lambda t: [t * 1.11, t * 0.89]),
 }
 
@@ -88,5 +86,5 @@ def test_every_numeric_check_is_covered():
     words = {"check_busiest_pipe", "check_double_buffering_one_tile", "check_underflow_second_expert",
              "check_sweet_spot", "check_v2_pacing_stage", "check_fast_exp_helps_v3",
              "check_dominant_fitted_field", "check_sweet_spot_direction", "check_missing_instruction"}
-    names = {n for mod in (ex, em, et) for n in mod.__all__ if n.startswith("check_")}
+    names = {n for mod in (ex01, ex02, ex03, ex04, ex05, ex06, ex07) for n in mod.__all__ if n.startswith("check_")}
     assert names - words == {f"check_{n}" for n in CASES}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from npu_lab import get_preset
-from npu_lab.exercises import (CheckResult, check_busiest_pipe, check_double_buffering_one_tile,
+from npu_lab.course.ex01 import (CheckResult, check_busiest_pipe, check_double_buffering_one_tile,
                                check_largest_tile_len, check_launch_overhead)
 from npu_lab.kernels.scaled_add import scaled_add
 

@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 
 from npu_lab import get_preset
-from npu_lab.exercises import CheckResult
-from npu_lab.exercises_moe import (check_discrete_hbm_bytes, check_discrete_launch_share,
-                                   check_double_buffer_gain, check_honest_ub_bytes, check_largest_tile_s,
-                                   check_missing_instruction, check_sweet_spot, check_tile_s_halving_e, check_underflow_second_expert,
-                                   first_e_below_tile_s)
+from npu_lab.course.ex01 import CheckResult
+from npu_lab.course.ex02 import check_discrete_hbm_bytes, check_discrete_launch_share, check_underflow_second_expert
+from npu_lab.course.ex04 import check_double_buffer_gain, check_missing_instruction, check_sweet_spot
+from npu_lab.course.ex03 import check_honest_ub_bytes, check_largest_tile_s, check_tile_s_halving_e, first_e_below_tile_s
 from npu_lab.kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                         moe_ub_capacity, simulate_moe_gating, sweep)
 

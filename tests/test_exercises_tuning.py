@@ -5,12 +5,10 @@ from __future__ import annotations
 import pytest
 
 from npu_lab import get_preset
-from npu_lab.exercises import CheckResult
-from npu_lab.exercises_tuning import (check_article_vs_datasheet, check_db_gain_one_tile_per_block,
-                                      check_dominant_fitted_field, check_fast_exp_break_even,
-                                      check_fast_exp_helps_v3, check_steady_state_period,
-                                      check_sweet_spot_direction, check_topk_vector_instructions,
-                                      check_v2_pacing_stage, exp_break_even_cycles, fast_exp_instructions)
+from npu_lab.course.ex01 import CheckResult
+from npu_lab.course.ex07 import check_article_vs_datasheet, check_dominant_fitted_field, check_sweet_spot_direction
+from npu_lab.course.ex05 import check_db_gain_one_tile_per_block, check_steady_state_period, check_v2_pacing_stage
+from npu_lab.course.ex06 import check_fast_exp_break_even, check_fast_exp_helps_v3, check_topk_vector_instructions, exp_break_even_cycles, fast_exp_instructions
 from npu_lab.kernels.moe_gating import exp_speedup
 
 CHECKS = [check_steady_state_period, check_v2_pacing_stage, check_db_gain_one_tile_per_block,
@@ -78,7 +76,7 @@ def test_break_even_is_where_the_speedup_crosses_one():
 
 def test_checks_follow_the_model_not_typed_answers(monkeypatch):
     """A different period exercise gives a different right answer (computed, not stored)."""
-    import npu_lab.exercises_tuning as ex
+    import npu_lab.course.ex05 as ex
 
     monkeypatch.setattr(ex, "PERIOD_EXERCISE", (2.0, 5.0, 9.0))
     assert check_steady_state_period(9).correct is True
@@ -87,7 +85,7 @@ def test_checks_follow_the_model_not_typed_answers(monkeypatch):
 
 def test_dominant_field_choices_are_the_article_presets_fitted_fields():
     """Exercise 07.1 offers exactly the fields the 'article' preset fitted (DMA latency is not one)."""
-    from npu_lab.exercises_tuning import FITTED_FIELDS
+    from npu_lab.course.ex07 import FITTED_FIELDS
     article = get_preset("article")
     assert set(FITTED_FIELDS) == {f for f, (kind, _) in article.provenance.items() if kind == "fitted"}
     msg = check_dominant_fitted_field("dma_latency_cycles")

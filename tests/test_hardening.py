@@ -13,7 +13,7 @@ import pytest
 from npu_lab import HardwareSpec, HardwareSpecError, get_preset
 from npu_lab.cli import main
 from npu_lab.data import load_article_tile_sweep
-from npu_lab.exercises_moe import check_tile_s_halving_e, first_e_below_tile_s
+from npu_lab.course.ex03 import check_tile_s_halving_e, first_e_below_tile_s
 from npu_lab.kernels.moe_gating import (UbBudgetError, autotune, fast_exp_max_rel_error, fast_exp_numpy,
                                         fit_hardware, lookup_tile_s, moe_gating_topk,
                                         moe_gating_topk_reference, plan_moe_gating, simulate_moe_gating,
@@ -276,8 +276,8 @@ def test_fit_hardware_takes_one_field_name_as_one_field():
 @pytest.mark.parametrize("answer, correct", [("5 us", False), ("20 μs", True), ("20 µs", True),
                                              ("20 us", True), ("20 bytes", False), (20, True)])
 def test_check_units_belong_to_the_answer(answer, correct):
-    from npu_lab.exercises import check_launch_overhead
-    from npu_lab.exercises_moe import check_largest_tile_s
+    from npu_lab.course.ex01 import check_launch_overhead
+    from npu_lab.course.ex03 import check_largest_tile_s
 
     assert check_launch_overhead(answer).correct is correct
     assert check_largest_tile_s(answer).correct is False      # a count of points has no unit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npu_lab.kernel_view import KERNELS, kernel_names, show_kernel
+from npu_lab.course.kernel_view import KERNELS, kernel_names, show_kernel
 from npu_lab.kernels.scaled_add import scaled_add_kernel
 
 

@@ -12,7 +12,7 @@ from npu_lab import get_preset
 from npu_lab.data import load_article_tile_sweep
 from npu_lab.kernels.moe_gating import (calculate_moe_gating_tiling, moe_ub_budget, simulate_moe_gating,
                                         ub_used_bytes)
-from npu_lab.moe_widgets import (DiscreteChainExplorer, TileSweepExplorer, UbBudgetExplorer,
+from npu_lab.course.explorers import (DiscreteChainExplorer, TileSweepExplorer, UbBudgetExplorer,
                                  minimum_hbm_bytes)
 
 

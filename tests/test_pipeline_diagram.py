@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from npu_lab import get_preset
 from npu_lab.kernels.moe_gating import simulate_moe_gating
-from npu_lab.pipeline_diagram import (STAGES, period_formula, pipeline_figure, pipeline_latency,
+from npu_lab.course.pipeline_diagram import (STAGES, period_formula, pipeline_figure, pipeline_latency,
                                       pipeline_schedule, stage_durations, steady_state_period,
                                       update_pipeline_figure)
 

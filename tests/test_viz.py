@@ -10,7 +10,7 @@ import pytest
 
 
 from npu_lab.kernels.scaled_add import scaled_add
-from npu_lab.viz import (latency_sweep_figure, pipe_utilisation_figure, timeline_figure,
+from npu_lab.course.viz import (latency_sweep_figure, pipe_utilisation_figure, timeline_figure,
                          update_latency_sweep, update_timeline_figure)
 
 

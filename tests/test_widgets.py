@@ -8,7 +8,7 @@ import pytest
 
 from npu_lab import get_preset
 from npu_lab.kernels.scaled_add import scaled_add
-from npu_lab.widgets import BuffersExplorer, buffers_explorer, tile_len_for
+from npu_lab.course.widgets import BuffersExplorer, buffers_explorer, tile_len_for
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from npu_lab import get_preset
 from npu_lab.data import load_article_tile_sweep
 from npu_lab.kernels.moe_gating import calculate_moe_gating_tiling, moe_ub_budget, simulate_moe_gating, sweep
 from npu_lab.kernels.moe_gating.sweep import candidate_tile_sizes
-from npu_lab.moe_widgets import TileSweepExplorer, UbBudgetExplorer
+from npu_lab.course.explorers import TileSweepExplorer, UbBudgetExplorer
 
 from . import harness as h
 

@@ -13,7 +13,7 @@ import math
 
 from .checks import (US, CheckResult, missing as _missing, parse_number as _as_number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
-from .presets import get_preset
+from ..presets import get_preset
 
 __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
            "check_double_buffering_one_tile", "check_largest_tile_len"]
@@ -56,7 +56,7 @@ def check_busiest_pipe(answer, timeline=None) -> CheckResult:
     if answer is None:
         return _missing("a pipe name as a string: 'S', 'MTE2', 'V' or 'MTE3'")
     if timeline is None:
-        from .kernels.scaled_add import scaled_add
+        from ..kernels.scaled_add import scaled_add
 
         _, timeline = scaled_add(NOTEBOOK01_N, None, timing_only=True, hw=NOTEBOOK01_CHIP)
     busy = {p: b for p, b in timeline.busy_us_by_pipe().items() if b > 0}
@@ -86,7 +86,7 @@ def check_double_buffering_one_tile(answer) -> CheckResult:
     faster? Answer ``"yes"`` or ``"no"`` (or True / False)."""
     if answer is None:
         return _missing("'yes' or 'no'")
-    from .kernels.scaled_add import scaled_add
+    from ..kernels.scaled_add import scaled_add
 
     hw = get_preset("ascend-910b2")
     n = 1 << 18

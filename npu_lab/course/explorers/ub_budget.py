@@ -7,8 +7,8 @@ from dataclasses import astuple, fields
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from ..hardware import HardwareSpec
-from ..kernels.moe_gating import (MoeGatingTiling, article_calculate_tiling, article_ub_estimate_bytes,
+from ...hardware import HardwareSpec
+from ...kernels.moe_gating import (MoeGatingTiling, article_calculate_tiling, article_ub_estimate_bytes,
                                   calculate_moe_gating_tiling, moe_ub_budget,
                                   ub_used_bytes)
 from ._base import (ARTICLE_UB_BYTES, _check_choice, _check_int, _chip_options, _error_html,

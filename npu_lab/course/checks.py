@@ -69,3 +69,29 @@ def parse_whole(answer, units: tuple[str, ...] = ()):
     ``units=BYTES``, '8,192 bytes'), else None."""
     value = parse_number(answer, units)
     return int(value) if value is not None and value == int(value) else None
+
+
+def parse_percent(answer):
+    """A share as a percentage: 0.74, '74%' and 74 all mean 74 %."""
+    value = parse_number(answer, PERCENT)
+    if value is None:
+        return None
+    if isinstance(answer, str) and answer.strip().endswith("%"):
+        return value
+    return value * 100 if abs(value) <= 1 else value
+
+
+def parse_word(answer, allowed: dict[str, str]):
+    """Normalise a word answer through ``allowed`` (alias -> canonical), else None."""
+    if not isinstance(answer, str):
+        return None
+    return allowed.get(answer.strip().lower().rstrip(".!"))
+
+
+_YES_NO = {"yes": "yes", "y": "yes", "true": "yes", "no": "no", "n": "no", "false": "no"}
+
+
+def parse_yes_no(answer):
+    if isinstance(answer, bool):
+        return "yes" if answer else "no"
+    return parse_word(answer, _YES_NO)

@@ -12,12 +12,12 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
-from ..hardware import HardwareSpec, HardwareSpecError
-from ..kernels.moe_gating import VERSIONS
-from ..kernels.moe_gating.run import ROW_TILED
-from ..lang import UbOverflowError
-from ..presets import get_preset
-from ..sim import SimulationError
+from ...hardware import HardwareSpec, HardwareSpecError
+from ...kernels.moe_gating import VERSIONS
+from ...kernels.moe_gating.run import ROW_TILED
+from ...lang import UbOverflowError
+from ...presets import get_preset
+from ...sim import SimulationError
 from ..viz import sync_widget_state
 
 #: Chips the explorers offer: the article-fitted preset and the two datasheet presets.

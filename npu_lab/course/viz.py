@@ -22,8 +22,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .sim.core import ALL_PIPES, CUBE_PIPES, PIPE_MEANING, VECTOR_PIPES
-from .sim.timeline import Timeline
+from ..sim.core import ALL_PIPES, CUBE_PIPES, PIPE_MEANING, VECTOR_PIPES
+from ..sim.timeline import Timeline
 
 __all__ = ["PIPE_COLOURS", "timeline_figure", "update_timeline_figure", "pipe_utilisation_figure",
            "latency_sweep_figure", "update_latency_sweep"]

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .sim.timeline import Timeline
+from ..sim.timeline import Timeline
 from .viz import PIPE_COLOURS
 
 __all__ = ["STAGES", "STAGE_PIPES", "pipeline_schedule", "pipeline_latency", "steady_state_period",
@@ -197,7 +197,7 @@ def pipeline_figure(schedules, *, widget: bool = False, title: str | None = None
 
     ``schedules``: one DataFrame, or a dict ``{label: schedule}`` (e.g. ``{"1 buffer": ...,
     "2 buffers": ...}``) drawn one under the other. One row per label × stage, one box per tile
-    labelled with its tile number, coloured by stage like the pipes of :func:`npu_lab.viz.
+    labelled with its tile number, coloured by stage like the pipes of :func:`npu_lab.course.viz.
     timeline_figure` (load = MTE2 blue, compute = orange, store = MTE3 green); a marker shows
     where each schedule ends. ``widget=True`` gives a ``go.FigureWidget`` with its full layout
     (for :func:`update_pipeline_figure`)."""

@@ -1,6 +1,6 @@
 """ipywidgets explorers: controls that re-run a kernel in timing-only mode and redraw a plotly
 ``FigureWidget`` in place (DESIGN.md §8). Thin: the simulation is the library's, the figure is
-:mod:`npu_lab.viz`'s; this module only wires controls to them.
+:mod:`npu_lab.course.viz`'s; this module only wires controls to them.
 
 * :func:`buffers_explorer` — the scaled-add kernel with 1 or 2 buffers, a tile-count slider and a
   chip dropdown: its timeline, latency and bottleneck verdict.
@@ -14,11 +14,11 @@ import time
 
 import ipywidgets as W
 
-from .hardware import HardwareSpec, HardwareSpecError
-from .kernels.scaled_add import scaled_add
-from .lang import UbOverflowError
-from .presets import get_preset, list_presets
-from .sim import SimulationError
+from ..hardware import HardwareSpec, HardwareSpecError
+from ..kernels.scaled_add import scaled_add
+from ..lang import UbOverflowError
+from ..presets import get_preset, list_presets
+from ..sim import SimulationError
 from .viz import sync_widget_state, timeline_figure, update_timeline_figure
 
 __all__ = ["BuffersExplorer", "buffers_explorer", "tile_len_for"]

@@ -7,8 +7,8 @@ import html
 
 import ipywidgets as W
 
-from ..data import load_article_tile_sweep
-from ..kernels.moe_gating import autotune, sweep
+from ...data import load_article_tile_sweep
+from ...kernels.moe_gating import autotune, sweep
 from ..viz import latency_sweep_figure, update_latency_sweep
 from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _error_html, _Explorer, _LRU, MOE_CHIPS
 

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
-from ..hardware import HardwareSpec
-from ..kernels.moe_gating import (VERSIONS, simulate_moe_gating, sweep,
+from ...data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
+from ...hardware import HardwareSpec
+from ...kernels.moe_gating import (VERSIONS, simulate_moe_gating, sweep,
                                   ub_used_bytes)
-from ..kernels.moe_gating.sweep import SWEEP_COLUMNS, candidate_tile_sizes
+from ...kernels.moe_gating.sweep import SWEEP_COLUMNS, candidate_tile_sizes
 from ..viz import latency_sweep_figure
 from ._base import (TILE_S_VERSIONS, _check_choice, _check_int, _chip_options, _DROPDOWN,
                     _error_html, _EXPECTED_ERRORS, _Explorer, _LRU, _SHORT_VERSION)

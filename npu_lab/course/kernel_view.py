@@ -68,7 +68,7 @@ class KernelView:
 
 def _call_names() -> tuple[frozenset, frozenset]:
     """(Python names, C++ names) of the Ascend C calls, to mark them in both columns."""
-    from .lang.api_map import ASCEND_C_API
+    from ..lang.api_map import ASCEND_C_API
 
     py = frozenset(v["python"].rsplit(".", 1)[-1] for v in ASCEND_C_API.values())
     cpp = frozenset(k.rsplit("::", 1)[-1] for k in ASCEND_C_API)

@@ -7,7 +7,7 @@ import html
 
 import ipywidgets as W
 
-from ..kernels.moe_gating import simulate_moe_gating
+from ...kernels.moe_gating import simulate_moe_gating
 from ..pipeline_diagram import pipeline_figure, pipeline_schedule, stage_durations, update_pipeline_figure
 from ..viz import sync_widget_state, timeline_figure, update_timeline_figure
 from ._base import _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU

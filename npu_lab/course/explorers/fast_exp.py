@@ -11,8 +11,8 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
-from ..exercises_tuning import exp_break_even_cycles
-from ..kernels.moe_gating import exp_speedup
+from ..ex06 import exp_break_even_cycles
+from ...kernels.moe_gating import exp_speedup
 from ._base import _check_choice, _Explorer, _LRU
 
 #: vector lengths (floats) the slider offers

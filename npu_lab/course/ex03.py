@@ -1,0 +1,140 @@
+"""Exercise checks for notebook 03 (dynamic tiling).
+
+``check_<name>(answer)`` returns a :class:`~npu_lab.course.checks.CheckResult`: a message (a ``str``
+to print) that says what is right or wrong and gives a hint, with ``.correct`` True, False, or
+None when no answer was given yet. Every expected answer is computed here from the library
+(timing-only runs, the UB budget, the presets), never typed in, so a check stays true when the
+model changes.
+"""
+
+from __future__ import annotations
+
+
+
+from ..data import ARTICLE_SWEEP_SHAPE
+from .checks import (BYTES, CheckResult, missing as _missing, parse_whole as _whole, right as _right, wrong as _wrong)
+from ..kernels.moe_gating import (UbBudgetError, calculate_moe_gating_tiling, moe_ub_bytes,
+                                 moe_ub_capacity)
+from ..presets import get_preset
+
+
+#: The shape the exercises use unless they say otherwise: the article's B=1, S=1024, E=64, K=2.
+SHAPE = dict(ARTICLE_SWEEP_SHAPE)
+#: tileS values the sweet-spot exercises compare.
+SWEEP_TILE_S = (1, 2, 4, 8, 16, 32, 64)
+#: One row of logits whose small probabilities underflow to 0 in float32.
+UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
+
+
+__all__ = ['first_e_below_tile_s', 'check_largest_tile_s', 'check_tile_s_halving_e', 'check_honest_ub_bytes']
+
+def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
+                         chip: str = "ascend-910b2") -> int:
+    """The smallest E for which ``tile_s`` points no longer fit ``chip``'s UB with ``version``'s
+    budget -- so the host rule halves tileS below ``tile_s`` from this E on (bisection on the
+    budget, which grows with E)."""
+    ub = get_preset(chip).ub_bytes
+
+    def fits(e):
+        return moe_ub_bytes(version, tile_s, e, K) <= ub
+    if not fits(K):
+        return K
+    lo, hi = K, 2 * K
+    while fits(hi):             # invariant: fits(lo)
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:          # invariant: fits(lo) and not fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return hi
+
+
+def check_largest_tile_s(answer, E: int = 4096, K: int = 2, version: str = "v2",
+                         chip: str = "ascend-910b2") -> CheckResult:
+    """What is the largest tileS (any whole number, tileB = 1) whose ``version`` buffers fit the
+    UB of ``chip`` for E = 4096 experts, K = 2? Answer: a whole number."""
+    if answer is None:
+        return _missing("a whole number of points")
+    hw = get_preset(chip)
+    truth = moe_ub_capacity(version, E, K, hw.ub_bytes, hw.block_bytes)
+    host = calculate_moe_gating_tiling(1, SHAPE["S"], E, K, hw, version=version).tileS
+    value = _whole(answer, ("points",))
+    if value is None or value < 1:
+        return _wrong(f"Answer a whole number of points >= 1, not {answer!r}.")
+
+    def need(t):
+        return moe_ub_bytes(version, t, E, K, hw.block_bytes)
+    if value == truth:
+        extra = (f" The host rule only tries 8, 4, 2, 1 and so picks tileS={host}: it leaves "
+                 f"{hw.ub_bytes - need(host):,} B unused." if host != truth else "")
+        return _right(f"{truth} points need {need(truth):,} B of the {hw.ub_bytes:,} B UB; {truth + 1} would "
+                      f"need {need(truth + 1):,} B.{extra}")
+    if value > truth:
+        return _wrong(f"{value} points need {need(value):,} B of UB with {version}'s buffers, more than the "
+                      f"{hw.ub_bytes:,} B of the {hw.name}. Remember that {version} keeps "
+                      f"{'two copies' if version != 'v1' else 'one copy'} of every queue buffer.")
+    if value == host:
+        return _wrong(f"{value} is what the host rule picks (it halves from 8), but a larger tile fits too. "
+                      "Hint: `moe_ub_capacity(version, E, K, hw.ub_bytes)`, or raise the tile by one "
+                      "until `moe_ub_bytes` passes the UB size.")
+    return _wrong(f"{value} points fit ({need(value):,} B), but so do more. Hint: each point costs about "
+                  f"{need(2) - need(1):,} B with {version}'s buffers.")
+
+
+def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = "ascend-910b2") -> CheckResult:
+    """From which E on (the smallest E) does the host rule choose tileS < 8 for ``version`` on
+    ``chip`` (K = 2)? Answer: a whole number of experts."""
+    if answer is None:
+        return _missing("a whole number of experts")
+    hw = get_preset(chip)
+    truth = first_e_below_tile_s(8, version, K, chip)
+    # the article's formula, 8 * (E*4 + K*8) bytes, against its assumed 256 KB
+    article_e = (256 * 1024 // 8 - K * 8) // 4 + 1
+    value = _whole(answer, ("experts",))
+    if value is None:
+        return _wrong(f"Answer a whole number of experts, not {answer!r}.")
+    def tile(e):
+        """The host's tileS at E = e, or None when not even one row fits the UB."""
+        try:
+            return calculate_moe_gating_tiling(1, SHAPE["S"], e, K, hw, version=version).tileS
+        except UbBudgetError:
+            return None
+    if value < K:
+        return _wrong(f"E={value} experts cannot hold the K={K} chosen per token: answer a whole number "
+                      f"of experts >= {K}.")
+    if value == truth:
+        return _right(f"At E={truth - 1} tileS is still {tile(truth - 1)}; at E={truth} eight points need "
+                      f"{moe_ub_bytes(version, 8, truth, K):,} B > {hw.ub_bytes:,} B, so tileS halves to "
+                      f"{tile(truth)}. By the article's own formula and 256 KB it would stay 8 until "
+                      f"E={article_e}.")
+    if value == article_e:
+        return _wrong(f"{value} is where the article's formula (no alignment, one copy, 256 KB) halves "
+                      f"tileS. The honest {version} budget on the {hw.name}'s {hw.ub_bytes // 1024} KB "
+                      "halves it much earlier.")
+    if value < truth:
+        return _wrong(f"At E={value} the host rule still picks tileS={tile(value)}. Try a larger E.")
+    now = tile(value)
+    already = f"tileS is already {now}" if now is not None else "not even one row fits the UB"
+    return _wrong(f"At E={value} {already}; it dropped earlier. Try a smaller E "
+                  "(bisection: halve the interval each time).")
+
+
+def check_honest_ub_bytes(answer, version: str = "v2", tile_s: int = 8) -> CheckResult:
+    """How many bytes of UB does ``version`` hold for tileS = 8 at E = 64, K = 2 (32-byte aligned
+    buffers, every copy)? Answer: a whole number of bytes."""
+    if answer is None:
+        return _missing("a whole number of bytes")
+    E, K = SHAPE["E"], SHAPE["K"]
+    truth = moe_ub_bytes(version, tile_s, E, K)
+    formula = tile_s * (E * 4 + K * 8)
+    value = _whole(answer, BYTES)
+    if value is None:
+        return _wrong(f"Answer a whole number of bytes, not {answer!r}.")
+    if value == truth:
+        return _right(f"{truth:,} B, against the article's {formula:,} B: {version} double-buffers its "
+                      "queues, so every buffer is there twice (and each is rounded up to whole 32-byte "
+                      "blocks, which costs nothing here because 8 points give whole blocks).")
+    if value == formula:
+        return _wrong(f"{formula:,} B is the article's formula: one copy of each buffer. {version} is "
+                      "double-buffered. Hint: `moe_ub_budget(version, 8, 64, 2)` lists every buffer.")
+    return _wrong(f"{value:,} B is not it. Hint: scores 8\u00d764 float32, top-k values 8\u00d72 float32 and "
+                  "indices 8\u00d72 int32, each rounded up to 32 B, times the number of copies.")
