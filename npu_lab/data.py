@@ -77,3 +77,20 @@ def load_article_tile_sweep(path: str | Path | None = None) -> pd.DataFrame:
     df.attrs["source"] = ("MoeGatingTopK on Ascend: tiling design and performance optimisation "
                           "of a fused MoE gating operator, section 4 'Optimisation 1'")
     return df
+
+
+def load_previous_model_claims() -> pd.DataFrame:
+    """The article's claims as the PREVIOUS cost model judged them (serial DMA and vector pipes,
+    free syncs, no L2, constant launch; npu_lab commit c771f2d): columns claim, article, model,
+    verdict. Recorded once (``data/article_claims_previous_model.csv``): the current model cannot
+    recompute it, which is why it is kept — the appendix notebook puts each verdict beside the
+    current model's."""
+    return pd.read_csv(DATA_DIR / "article_claims_previous_model.csv", comment="#")
+
+
+def load_previous_model_fit() -> dict:
+    """The previous cost model's fit of the ``article`` preset (``data/article_fit_previous_model.json``):
+    ``fitted`` {field: {base, fitted}}, ``mape_pct`` and per-tileS ``residuals``."""
+    import json
+
+    return json.loads((DATA_DIR / "article_fit_previous_model.json").read_text(encoding="utf-8"))
