@@ -76,3 +76,24 @@ def test_fast_exp_speed_follows_the_assumed_exp_cost():
     hw = get_preset("ascend-910b2")
     assert exp_speedup(hw) < exp_speedup(hw.replace(vector_exp_cycles_per_repeat=40.0))
     assert exp_speedup(hw.replace(vector_exp_cycles_per_repeat=40.0)) > 1.5
+
+
+def test_fit_keeps_each_field_inside_its_range_and_reports_it():
+    """A bounded fit never leaves a field's plausible range, and says per field whether it is inside."""
+    from npu_lab.kernels.moe_gating.fit_ranges import FIT_RANGES, FitRange
+
+    m = load_article_tile_sweep()
+    tight = {"launch_overhead_us": FitRange(5.0, 6.0, "test"), "block_dispatch_us": FIT_RANGES["block_dispatch_us"]}
+    fit = fit_hardware(m, free=("launch_overhead_us", "block_dispatch_us"), ranges=tight, starts=1)
+    table = fit.fields.set_index("field")
+    assert list(fit.fields.columns) == ["field", "unit", "base", "fitted", "low", "high", "inside", "source"]
+    for field, r in tight.items():
+        assert r.low <= table.loc[field, "fitted"] <= r.high * (1 + 1e-9)
+        assert table.loc[field, "inside"] is True or table.loc[field, "inside"] == True  # noqa: E712
+    unbounded = fit_hardware(m, free="launch_overhead_us", ranges={}, starts=1)
+    assert unbounded.fields["inside"].iloc[0] is None
+    assert unbounded.spec.launch_overhead_us > 6.0     # the tight range did bind
+    with pytest.raises(TypeError, match="FitRange"):
+        fit_hardware(m, free="launch_overhead_us", ranges={"launch_overhead_us": (1, 2)})
+    with pytest.raises(ValueError, match="low < high"):
+        FitRange(3.0, 2.0, "backwards")

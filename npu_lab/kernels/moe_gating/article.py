@@ -23,6 +23,7 @@ from ...lang import TBuf, TPosition, launch, npu_kernel
 from ...presets import DATA_DIR, get_preset
 from .run import simulate_moe_gating
 from .sweep import autotune, sweep
+from .fit_ranges import FIT_RANGES, FitRange
 from .vectorized import fast_exp, fast_exp_max_rel_error
 
 # Three fields, chosen before looking at the fit: the launch overhead and the per-block dispatch
@@ -41,6 +42,7 @@ class FitResult:
     residuals: pd.DataFrame       # tileS, measured, model, residual_us, residual_pct
     mape: float                   # mean absolute percentage error
     fitted: dict                  # field -> (base value, fitted value)
+    fields: pd.DataFrame | None = None   # per field: base, fitted, low, high, inside, source
 
 
 def _model_latencies(hw: HardwareSpec, tile_s, version: str, shape: dict) -> np.ndarray:
@@ -49,12 +51,18 @@ def _model_latencies(hw: HardwareSpec, tile_s, version: str, shape: dict) -> np.
 
 
 def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DEFAULT_FREE, *,
-                 version: str = "v1", shape: dict | None = None, starts: int = 4) -> FitResult:
+                 version: str = "v1", shape: dict | None = None, starts: int = 4,
+                 ranges: dict | None = None) -> FitResult:
     """Least-squares fit of ≤ 4 HardwareSpec fields so that the ``version`` sweep reproduces
     ``measurements`` (columns ``tile_s``, ``latency_us``). Parameters are fitted in log space
-    (they stay positive); residuals are relative. Returns the fitted spec (fitted fields
-    labelled ``fitted``), per-row residuals and the mean absolute percentage error."""
+    (they stay positive); residuals are relative. A field with a plausible range (``ranges``,
+    default :data:`~.fit_ranges.FIT_RANGES`; ``{}`` fits without bounds) is kept inside it.
+    Returns the fitted spec (fitted fields labelled ``fitted``), per-row residuals, the mean
+    absolute percentage error and, per fitted field, its value, range and whether it lies inside."""
     base = get_preset(base_preset)
+    ranges = FIT_RANGES if ranges is None else ranges
+    if not isinstance(ranges, dict) or not all(isinstance(r, FitRange) for r in ranges.values()):
+        raise TypeError("ranges must be a dict {field: FitRange(low, high, source)} (or {} for no bounds)")
     if not isinstance(free, str) and not isinstance(free, (list, tuple)):
         raise TypeError(f"free must be a field name or a list of up to 4 field names; got {free!r}")
     free = (free,) if isinstance(free, str) else tuple(free)   # one field name, not its letters
@@ -100,6 +108,9 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
         raise ValueError(f"cannot fit to tileS={int(unfit['tileS'].iloc[0])}: it does not run on "
                          f"{base.name} ({unfit['note'].iloc[0]})")
     x_base = np.log(np.array([max(float(getattr(base, f)), 1e-3) for f in free]))
+    low = np.array([np.log(ranges[f].low) if f in ranges else -np.inf for f in free])
+    high = np.array([np.log(ranges[f].high) if f in ranges else np.inf for f in free])
+    x_base = np.clip(x_base, low + 1e-6, high - 1e-6)   # start inside the box
 
     def spec_for(x) -> HardwareSpec:
         return base.replace(**{f: float(v) for f, v in zip(free, np.exp(x))})
@@ -110,8 +121,8 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
     rng = np.random.default_rng(0)
     best = None
     for i in range(starts):
-        x0 = x_base if i == 0 else x_base + rng.normal(0, 1.0, len(free))
-        sol = least_squares(residual, x0, diff_step=0.02, x_scale=1.0, max_nfev=300)
+        x0 = x_base if i == 0 else np.clip(x_base + rng.normal(0, 1.0, len(free)), low + 1e-6, high - 1e-6)
+        sol = least_squares(residual, x0, diff_step=0.02, x_scale=1.0, max_nfev=300, bounds=(low, high))
         if best is None or sol.cost < best.cost:
             best = sol
     values = np.exp(best.x)
@@ -126,12 +137,18 @@ def fit_hardware(measurements: pd.DataFrame, base_preset="ascend-910b2", free=DE
     spec = base.replace(name="article", description=f"{base.name} with {', '.join(free)} fitted to the "
                         "first article's tileS table", provenance=prov,
                         **{f: float(round(v, 6)) for f, v in zip(free, values)})
+    fields = pd.DataFrame([{
+        "field": f, "unit": FIELD_DOCS[f][0], "base": float(getattr(base, f)), "fitted": float(round(v, 6)),
+        "low": ranges[f].low if f in ranges else np.nan, "high": ranges[f].high if f in ranges else np.nan,
+        "inside": bool(ranges[f].contains(v)) if f in ranges else None,
+        "source": ranges[f].source if f in ranges else "no range given"} for f, v in zip(free, values)])
     return FitResult(spec, residuals, float(np.mean(np.abs(pct))),
-                     {f: (float(getattr(base, f)), float(round(v, 6))) for f, v in zip(free, values)})
+                     {f: (float(getattr(base, f)), float(round(v, 6))) for f, v in zip(free, values)}, fields)
 
 
 def fit_article_preset() -> FitResult:
-    return fit_hardware(load_article_tile_sweep())
+    # unbounded until the faithful-costs model lands (then: ARTICLE_FREE inside FIT_RANGES)
+    return fit_hardware(load_article_tile_sweep(), ranges={})
 
 
 def write_article_preset() -> FitResult:
