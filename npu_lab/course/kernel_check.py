@@ -404,3 +404,83 @@ def _is_sentinel(a) -> bool:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+# ---- shared parts of the MoE gating exercises (04, 05, 07) ---------------------------------------
+def moe_cases(rng, *, float16: bool = True) -> list[dict]:
+    """MoE shapes (B, S, E, K, dtype): a tail tile, K = 1, E = K, a row that is not whole 32-byte
+    blocks, float16, then two random ones."""
+    fixed = [(1, 37, 64, 2, "float32"), (1, 20, 6, 1, "float32"), (2, 11, 8, 8, "float32"),
+             (1, 50, 64, 4, "float16"), (1, 3, 3, 3, "float32")]
+    if not float16:
+        fixed = [c for c in fixed if c[4] == "float32"]
+    for _ in range(2):
+        E = int(rng.integers(1, 70))
+        fixed.append((int(rng.integers(1, 3)), int(rng.integers(1, 60)), E, int(rng.integers(1, min(E, 8) + 1)), "float32"))
+    return [{"B": B, "S": S, "E": E, "K": K, "dtype": dt, "label": f"B={B}, S={S}, E={E}, K={K}, {dt}"}
+            for B, S, E, K, dt in fixed]
+
+
+def moe_logits(case) -> np.ndarray:
+    """The case's gate logits (seeded by its shape), [B·S, E]."""
+    rng = np.random.default_rng([case["B"], case["S"], case["E"], case["K"]])
+    return rng.standard_normal((case["B"] * case["S"], case["E"])).astype(case["dtype"])
+
+
+def moe_reference(case) -> dict:
+    from ..kernels.moe_gating import moe_gating_topk_reference
+
+    idx, wgt = moe_gating_topk_reference(moe_logits(case), case["K"])
+    return {"indices": np.asarray(idx, np.int32).reshape(-1), "weights": np.asarray(wgt, np.float32).reshape(-1)}
+
+
+def moe_launcher(plan_version: str, tile_s: int | None = None):
+    """A launcher running a learner's MoE kernel with the tiling and block_dim the host plans for
+    ``plan_version`` (v1: a block per tile; v2: looping blocks)."""
+    def run(fn, case, hw, timing_only):
+        from ..kernels.moe_gating import plan_moe_gating
+        from ..lang import GlobalTensor, launch
+
+        B, S, E, K = case["B"], case["S"], case["E"], case["K"]
+        tiling, block_dim = plan_moe_gating(B, S, E, K, version=plan_version, hw=hw,
+                                            tile_s=case.get("tile_s", tile_s), dtype=case["dtype"])
+        if timing_only:
+            gate = GlobalTensor.empty(B * S * E, case["dtype"], "gate_logits", timing_only=True)
+            idx = GlobalTensor.empty(B * S * K, np.int32, "expert_indices", timing_only=True)
+            wgt = GlobalTensor.empty(B * S * K, np.float32, "routing_weights", timing_only=True)
+        else:
+            gate = GlobalTensor.from_array(moe_logits(case), "gate_logits")
+            idx = GlobalTensor.from_array(sentinel_array(B * S * K, np.int32), "expert_indices")
+            wgt = GlobalTensor.from_array(sentinel_array(B * S * K, np.float32), "routing_weights")
+        timeline = launch(fn, block_dim, gate, idx, wgt, tiling.pack(), hw=hw, timing_only=timing_only)
+        return (None if timing_only else {"indices": idx.data, "weights": wgt.data}), timeline
+    return run
+
+
+def moe_locator(plan_version: str, tile_s: int | None = None):
+    """Which block and tile wrote output element i (a point's K results are consecutive)."""
+    def locate(case, name, i):
+        from ..kernels.moe_gating import plan_moe_gating
+        from ..kernels.moe_gating.fused import tile_order
+
+        tiling, block_dim = plan_moe_gating(case["B"], case["S"], case["E"], case["K"], version=plan_version,
+                                            hw="ascend-910b2", tile_s=case.get("tile_s", tile_s), dtype=case["dtype"])
+        row = i // case["K"]
+        b, s = divmod(row, case["S"])
+        tile = b * tiling.tilesPerBatch + s // tiling.tileS
+        if plan_version == "v1":
+            return f"point {row}, block {tile} (its tile)"
+        pos = int(np.flatnonzero(tile_order(tiling) == tile)[0])
+        return f"point {row}, tile {tile}, block {pos % block_dim} (its tile #{pos // block_dim})"
+    return locate
+
+
+def moe_target(version: str, timed: dict, *, factor: float = 1.0, label: str | None = None):
+    """A target: the library's MoE ``version`` at the timed shape (× factor)."""
+    def target(hw):
+        from ..kernels.moe_gating import simulate_moe_gating
+
+        us = simulate_moe_gating(timed["B"], timed["S"], timed["E"], timed["K"], version=version, hw=hw,
+                                 tile_s=timed.get("tile_s"), dtype=timed["dtype"]).latency_us * factor
+        return us, label or f"the course's {version} at this shape"
+    return target
