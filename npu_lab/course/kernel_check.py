@@ -397,10 +397,12 @@ def sentinel_array(size: int, dtype) -> np.ndarray:
 
 
 def _is_sentinel(a) -> bool:
-    a = np.asarray(a)
-    if a.dtype.kind == "f":
-        return bool(np.isnan(a).all())
-    return bool((a == _SENTINEL["i"]).all())
+    """True when no element holds a value a kernel computed: each is the sentinel, or fresh-UB
+    garbage (every byte 0xFF) that a store of an unwritten buffer copied out."""
+    a = np.asarray(a).reshape(-1)
+    garbage = (a.view(np.uint8).reshape(a.size, -1) == 0xFF).all(axis=1)
+    marked = np.isnan(a) if a.dtype.kind == "f" else a == _SENTINEL["i"]
+    return bool((garbage | marked).all())
 
 
 def ceil_div(a: int, b: int) -> int:
