@@ -86,6 +86,7 @@ class KernelExercise:
     host_check: Callable | None = None
     hw: str = "ascend-910b2"
     timed_full: bool = False                # time the target case with a full (numerical) run
+    extra: Callable | None = None           # extra(latency_us, hw) -> text appended when correct
 
 
 _REGISTRY: dict[str, KernelExercise] = {}
@@ -381,6 +382,8 @@ def _check(ex: KernelExercise, fn, hw) -> KernelCheckResult:
     else:
         text = (f"Right: {head}. For speed, the course's kernel takes ≤ {target_us:.1f} µs ({rule}) — "
                 f"{ex.slow_hint}.")
+    if ex.extra is not None:
+        text += "\n" + ex.extra(latency, hw)
     return _result(text, bool(fast or not ex.speed), fast=bool(fast), latency_us=latency,
                    target_us=target_us, timeline=timeline)
 
