@@ -169,3 +169,12 @@ def test_topk_rounds_solution_matches_reference(rows, e8, data):
 @given(rows=st.integers(1, 40), cols=st.integers(1, 300), half=st.booleans())
 def test_row_softmax_solution_matches_reference(rows, cols, half):
     _compare("02.row_softmax", {"rows": rows, "cols": cols, "dtype": "float16" if half else "float32", "label": ""})
+
+
+def test_placement_document_is_current():
+    from pathlib import Path
+
+    from npu_lab.course.kernel_check import exercises_markdown
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "kernel_exercises.md"
+    assert doc.read_text(encoding="utf-8") == exercises_markdown(), "regenerate docs/kernel_exercises.md"
