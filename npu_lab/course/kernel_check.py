@@ -34,7 +34,7 @@ import sys
 import textwrap
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
