@@ -136,3 +136,127 @@ def check_largest_tile_len(answer) -> CheckResult:
                       f"{hw.ub_bytes} B. Hint: ub_bytes / (queues x buffers x bytes per element).")
     return _wrong(f"{value} fits, but a larger tile does too. Hint: ub_bytes / (3 queues x 2 buffers "
                   "x 4 bytes), rounded down to a multiple of 8.")
+
+
+# ---- kernel exercises ---------------------------------------------------------------------------
+# 01.scaled_add_double_buffer: write the scaled-add kernel with two buffers per queue.
+import numpy as np  # noqa: E402
+
+from ..kernels.scaled_add import ScaledAddTiling, scaled_add, scaled_add_reference  # noqa: E402
+from ..lang import (DataCopyExtParams, DataCopyPadExtParams, GlobalTensor, TPosition, TQue,  # noqa: E402
+                    launch, npu_kernel)
+from .kernel_check import KernelExercise, register_exercise, sentinel_array  # noqa: E402
+
+SCALED_ADD_TILE_LEN = 1024       # elements per tile in the exercise's tiling
+SCALED_ADD_ALPHA = 1.5
+
+
+@npu_kernel
+def scaled_add_double_buffer_solution(ctx, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+    """z = alpha·x + y over this block's slice, tile by tile, two slots per queue, so MTE2 loads
+    tile i+1 while V computes tile i. x, y, z: float32 GM; the tiling: ScaledAddTiling."""
+    t = ScaledAddTiling.unpack(tiling_bytes)
+    start, length = t.block_range(ctx.get_block_idx())
+    x_in, y_in, z_out = TQue(TPosition.VECIN, 2), TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
+    # YOUR CODE: give each queue 2 slots of t.tile_len float32 (ctx.pipe.init_buffer, sizes in
+    # bytes); then for each tile of this block: CopyIn x and y (alloc_tensor, data_copy — or
+    # data_copy_pad for a tail that is not whole 32-byte blocks — enque), Compute
+    # z = alpha*x + y (deque, ctx.muls, ctx.add, enque, free_tensor), CopyOut z.
+    ### BEGIN SOLUTION
+    ctx.pipe.init_buffer(x_in, 2, t.tile_len * 4, name="x_in")
+    ctx.pipe.init_buffer(y_in, 2, t.tile_len * 4, name="y_in")
+    ctx.pipe.init_buffer(z_out, 2, t.tile_len * 4, name="z_out")
+    for offset in range(0, length, t.tile_len):
+        n, lo = min(t.tile_len, length - offset), start + offset
+        x, y = x_in.alloc_tensor(np.float32), y_in.alloc_tensor(np.float32)
+        if n % 8 == 0:
+            ctx.data_copy(x, x_gm[lo], n)
+            ctx.data_copy(y, y_gm[lo], n)
+        else:
+            ctx.data_copy_pad(x, x_gm[lo], DataCopyExtParams(1, n * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+            ctx.data_copy_pad(y, y_gm[lo], DataCopyExtParams(1, n * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+        x_in.enque(x)
+        y_in.enque(y)
+        x, y = x_in.deque(np.float32), y_in.deque(np.float32)
+        z = z_out.alloc_tensor(np.float32)
+        ctx.muls(z, x, alpha, n)
+        ctx.add(z, z, y, n)
+        z_out.enque(z)
+        x_in.free_tensor(x)
+        y_in.free_tensor(y)
+        z = z_out.deque(np.float32)
+        if n % 8 == 0:
+            ctx.data_copy(z_gm[lo], z, n)
+        else:
+            ctx.data_copy_pad(z_gm[lo], z, DataCopyExtParams(1, n * 4, 0, 0, 0))
+        z_out.free_tensor(z)
+    ### END SOLUTION
+
+
+def scaled_add_tiling(n: int, hw) -> ScaledAddTiling:
+    """The host side of the exercise: one block per core (capped by the tiles), whole 32-byte
+    blocks per block, tiles of SCALED_ADD_TILE_LEN, two buffers."""
+    from ..presets import get_preset as _preset
+    cores = _preset(hw).vector_cores
+    block_dim = min(cores, -(-n // SCALED_ADD_TILE_LEN))
+    block_len = -(-(-(-n // block_dim)) // 8) * 8
+    return ScaledAddTiling(n, block_len, SCALED_ADD_TILE_LEN, 2)
+
+
+def _scaled_add_cases(rng):
+    fixed = [4096, 1000, 1003, 1, 8, 20_000]
+    return [{"n": int(n), "label": f"n={n}"} for n in fixed + [int(v) for v in rng.integers(1, 30_000, 2)]]
+
+
+def _scaled_add_launch(fn, case, hw, timing_only):
+    n = case["n"]
+    t = scaled_add_tiling(n, hw)
+    if timing_only:
+        x = y = GlobalTensor.empty(n, np.float32, "x", timing_only=True)
+        z = GlobalTensor.empty(n, np.float32, "z", timing_only=True)
+    else:
+        rng = np.random.default_rng(n)
+        x = GlobalTensor.from_array(rng.standard_normal(n).astype(np.float32), "x")
+        y = GlobalTensor.from_array(rng.standard_normal(n).astype(np.float32), "y")
+        z = GlobalTensor.from_array(sentinel_array(n, np.float32), "z")
+    timeline = launch(fn, t.block_dim, x, y, z, SCALED_ADD_ALPHA, t.pack(), hw=hw, timing_only=timing_only)
+    return (None if timing_only else {"z": z.data}), timeline
+
+
+def _scaled_add_reference(case):
+    rng = np.random.default_rng(case["n"])
+    x = rng.standard_normal(case["n"]).astype(np.float32)
+    y = rng.standard_normal(case["n"]).astype(np.float32)
+    return {"z": scaled_add_reference(x, y, SCALED_ADD_ALPHA)}
+
+
+def _scaled_add_locate(case, name, i):
+    t = scaled_add_tiling(case["n"], "ascend-910b2")
+    return f"block {i // t.block_len}, tile {(i % t.block_len) // t.tile_len}"
+
+
+SCALED_ADD_TIMED_N = 1 << 20
+
+
+def _scaled_add_target(hw):
+    """Halfway between the library's scaled_add with one and with two buffers per queue, at the
+    timed shape and the exercise's tile length: a kernel meets it only if its loads overlap."""
+    one, two = (scaled_add(SCALED_ADD_TIMED_N, SCALED_ADD_TIMED_N, SCALED_ADD_ALPHA, hw=hw, tile_len=SCALED_ADD_TILE_LEN,
+                           num_buffers=b, timing_only=True)[1].total_us for b in (1, 2))
+    return (one + two) / 2, f"halfway between the course kernel with one buffer ({one:.1f} µs) and two ({two:.1f} µs)"
+
+
+register_exercise(KernelExercise(
+    id="01.scaled_add_double_buffer", notebook="ex01", title="z = α·x + y with two buffers per queue",
+    teaches="the copy-in → compute → copy-out skeleton of every Ascend C kernel, TQue slots, DataCopyPad "
+            "for a tail, and double buffering emerging from two slots",
+    solution=scaled_add_double_buffer_solution, cell_name="my_scaled_add",
+    imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
+            "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, TPosition, TQue\n"
+            "from npu_lab.kernels.scaled_add import ScaledAddTiling",
+    place_after="## Its timeline (after the timeline of the one- and two-buffer kernels), or in ## Exercises",
+    cases=_scaled_add_cases, launch=_scaled_add_launch, reference=_scaled_add_reference,
+    locate=_scaled_add_locate, target=_scaled_add_target,
+    target_case={"n": SCALED_ADD_TIMED_N, "label": "n=2^20"}, speed=True,
+    slow_hint="look at MTE2 and V in the timeline: with one slot per queue they take turns; two slots "
+              "let the load of tile i+1 run under the compute of tile i"))

@@ -100,3 +100,133 @@ def check_underflow_second_expert(answer) -> CheckResult:
                       "The chain ranks probabilities after the softmax. Hint: what is exp(-200) in float32?")
     return _wrong(f"Expert {value} has the largest logit, so it is ranked first. Which comes second "
                   "when the chain compares the probabilities exp(x - max)?")
+
+
+# ---- kernel exercises ---------------------------------------------------------------------------
+# 02.row_softmax: softmax over each row of a [rows, cols] matrix, one row per tile.
+from dataclasses import dataclass  # noqa: E402
+
+from ..lang import (DataCopyExtParams, DataCopyPadExtParams, GlobalTensor, RoundMode, TBuf,  # noqa: E402
+                    TPosition, TQue, launch, npu_kernel, reduce_max_tmp_elements)
+from ..lang.tiling_struct import Int32Struct  # noqa: E402
+from .kernel_check import KernelExercise, register_exercise, sentinel_array  # noqa: E402
+
+
+@dataclass(frozen=True)
+class RowSoftmaxTiling(Int32Struct):
+    """Host tiling of the row softmax: rows, cols, rows per block (the last block may have fewer)."""
+
+    rows: int
+    cols: int
+    rows_per_block: int
+
+
+@npu_kernel
+def row_softmax_solution(ctx, x_gm, y_gm, tiling_bytes):
+    """y[r] = softmax(x[r]) for this block's rows, one row per tile. x: float32 or float16
+    [rows, cols]; y: float32. Pipes: MTE2 (row in) → V (max, exp, sum, scale) ↔ S (reads the max
+    and the sum) → MTE3 (row out)."""
+    t = RowSoftmaxTiling.unpack(tiling_bytes)
+    first = ctx.get_block_idx() * t.rows_per_block
+    rows, C, size = min(t.rows_per_block, t.rows - first), t.cols, x_gm.dtype.itemsize
+    Cp = -(-C // 16) * 16                                  # a UB row: whole 32-byte blocks
+    x_in, y_out = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_in, 2, Cp * size, name="x_in")
+    ctx.pipe.init_buffer(y_out, 2, Cp * 4, name="y_out")
+    tmp_buf, stat_buf = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(tmp_buf, reduce_max_tmp_elements(Cp, 4, False) * 4, name="reduce_tmp")
+    ctx.pipe.init_buffer(stat_buf, 32, name="row_stat")
+    tmp, stat = tmp_buf.get(np.float32), stat_buf.get(np.float32)
+    for r in range(rows):
+        row = first + r
+        x = x_in.alloc_tensor(x_gm.dtype)
+        # YOUR CODE: load row `row` (C elements; data_copy_pad: C * size is rarely whole blocks),
+        # y = exp(x - max) / sum in float32 (ctx.cast first for float16; ctx.reduce_max and
+        # ctx.reduce_sum into `stat` with `tmp`; the scalar unit reads stat.get_value(0) only after
+        # set_flag/wait_flag("V_S", 0)), then store y (C float32) to y_gm[row * C].
+        ### BEGIN SOLUTION
+        ctx.data_copy_pad(x, x_gm[row * C], DataCopyExtParams(1, C * size, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+        x_in.enque(x)
+        x = x_in.deque(x_gm.dtype)
+        y = y_out.alloc_tensor(np.float32)
+        src = x
+        if size == 2:
+            ctx.cast(y, x, RoundMode.CAST_NONE, C)
+            src = y
+        ctx.reduce_max(stat, src, tmp, C)
+        ctx.set_flag("V_S", 0)
+        ctx.wait_flag("V_S", 0)
+        ctx.adds(y, src, -stat.get_value(0), C)
+        ctx.exp(y, y, C)
+        ctx.reduce_sum(stat, y, tmp, C)
+        ctx.set_flag("V_S", 0)
+        ctx.wait_flag("V_S", 0)
+        ctx.muls(y, y, 1.0 / stat.get_value(0), C)
+        x_in.free_tensor(x)
+        y_out.enque(y)
+        y = y_out.deque(np.float32)
+        ctx.data_copy_pad(y_gm[row * C], y, DataCopyExtParams(1, C * 4, 0, 0, 0))
+        y_out.free_tensor(y)
+        ### END SOLUTION
+
+
+def row_softmax_tiling(rows: int, cols: int, hw) -> RowSoftmaxTiling:
+    from ..presets import get_preset as _preset
+    blocks = min(_preset(hw).vector_cores, rows)
+    return RowSoftmaxTiling(rows, cols, -(-rows // blocks))
+
+
+def _softmax_cases(rng):
+    fixed = [(8, 64, "float32"), (5, 100, "float32"), (3, 7, "float16"), (4, 1, "float32"), (60, 1000, "float16")]
+    fixed += [(int(rng.integers(1, 70)), int(rng.integers(1, 600)), "float32") for _ in range(2)]
+    return [{"rows": r, "cols": c, "dtype": d, "label": f"[{r}, {c}] {d}"} for r, c, d in fixed]
+
+
+def _softmax_x(case):
+    rng = np.random.default_rng([case["rows"], case["cols"]])
+    return (3 * rng.standard_normal((case["rows"], case["cols"]))).astype(case["dtype"])
+
+
+def _softmax_launch(fn, case, hw, timing_only):
+    t = row_softmax_tiling(case["rows"], case["cols"], hw)
+    n = case["rows"] * case["cols"]
+    x = GlobalTensor.from_array(_softmax_x(case), "x")
+    y = GlobalTensor.from_array(sentinel_array(n, np.float32), "y")
+    timeline = launch(fn, -(-t.rows // t.rows_per_block), x, y, t.pack(), hw=hw, timing_only=timing_only)
+    return (None if timing_only else {"y": y.data}), timeline
+
+
+def _softmax_reference(case):
+    x = _softmax_x(case).astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"y": (e / e.sum(axis=1, keepdims=True)).astype(np.float32)}
+
+
+def _softmax_locate(case, name, i):
+    t = row_softmax_tiling(case["rows"], case["cols"], "ascend-910b2")
+    row = i // case["cols"]
+    return f"row {row}, column {i % case['cols']}: block {row // t.rows_per_block}, tile {row % t.rows_per_block}"
+
+
+SOFTMAX_TIMED = {"rows": 480, "cols": 1024, "dtype": "float32", "label": "[480, 1024] float32"}
+
+
+def _softmax_target(hw):
+    """The course's solution at the timed shape, + 10 % (not a speed exercise: shown for scale)."""
+    return (_softmax_launch(row_softmax_solution, SOFTMAX_TIMED, hw, False)[1].total_us * 1.1,
+            "the course's row softmax + 10 %")
+
+
+register_exercise(KernelExercise(
+    id="02.row_softmax", notebook="ex02", title="A row softmax from a blank cell",
+    teaches="the discrete chain's first kernel written by hand: DataCopyPad in and out, Cast for float16, "
+            "ReduceMax / ReduceSum with their scratch, and the V_S flag before the scalar unit reads a result",
+    solution=row_softmax_solution, cell_name="my_row_softmax",
+    imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
+            "from npu_lab.lang import (DataCopyExtParams, DataCopyPadExtParams, RoundMode, TBuf, TPosition, TQue,\n"
+            "                          reduce_max_tmp_elements)\n"
+            "from npu_lab.course.ex02 import RowSoftmaxTiling",
+    place_after="## The idea: a chain of generic kernels (after the Softmax kernel of the chain is shown)",
+    cases=_softmax_cases, launch=_softmax_launch, reference=_softmax_reference, locate=_softmax_locate,
+    target=_softmax_target, target_case=SOFTMAX_TIMED, timed_full=True, tolerance=(2e-5, 1e-7),
+    slow_hint="two slots per queue and fewer scalar round trips are the usual wins"))

@@ -138,3 +138,118 @@ def check_honest_ub_bytes(answer, version: str = "v2", tile_s: int = 8) -> Check
                       "double-buffered. Hint: `moe_ub_budget(version, 8, 64, 2)` lists every buffer.")
     return _wrong(f"{value:,} B is not it. Hint: scores 8\u00d764 float32, top-k values 8\u00d72 float32 and "
                   "indices 8\u00d72 int32, each rounded up to 32 B, times the number of copies.")
+
+
+# ---- kernel exercises ---------------------------------------------------------------------------
+# 03.padded_store: a tile of `points` results of K values each: its bytes are rarely whole blocks.
+from dataclasses import dataclass  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ..lang import (DataCopyExtParams, DataCopyPadExtParams, GlobalTensor, TPosition, TQue,  # noqa: E402
+                    launch, npu_kernel)
+from ..lang.tiling_struct import Int32Struct  # noqa: E402
+from .kernel_check import KernelExercise, register_exercise, sentinel_array  # noqa: E402
+
+PADDED_STORE_ALPHA = 0.5
+
+
+@dataclass(frozen=True)
+class PointTiling(Int32Struct):
+    """Host tiling: `points` points of K values, `tile_s` points per tile, one block per tile."""
+
+    points: int
+    K: int
+    tile_s: int
+
+    @property
+    def block_dim(self) -> int:
+        return -(-self.points // self.tile_s)
+
+
+@npu_kernel
+def padded_store_solution(ctx, x_gm, y_gm, alpha, tiling_bytes):
+    """y = alpha·x for this block's tile of points × K values (float32 or float16). Pipes: MTE2
+    (tile in) → V (Muls) → MTE3 (tile out). The last tile may be short."""
+    t = PointTiling.unpack(tiling_bytes)
+    first = ctx.get_block_idx() * t.tile_s
+    points = min(t.tile_s, t.points - first)
+    n, size = points * t.K, x_gm.dtype.itemsize
+    x_in, y_out = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_in, 1, -(-t.tile_s * t.K * size // 32) * 32, name="x_in")
+    ctx.pipe.init_buffer(y_out, 1, -(-t.tile_s * t.K * size // 32) * 32, name="y_out")
+    x = x_in.alloc_tensor(x_gm.dtype)
+    # YOUR CODE: load the tile's n = points * K values from x_gm[first * K]: n * size bytes are
+    # rarely a multiple of 32, and DataCopy moves whole 32-byte blocks only.
+    ### BEGIN SOLUTION
+    ctx.data_copy_pad(x, x_gm[first * t.K], DataCopyExtParams(1, n * size, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+    ### END SOLUTION
+    x_in.enque(x)
+    x = x_in.deque(x_gm.dtype)
+    y = y_out.alloc_tensor(x_gm.dtype)
+    ctx.muls(y, x, alpha, n)
+    x_in.free_tensor(x)
+    y_out.enque(y)
+    y = y_out.deque(x_gm.dtype)
+    # YOUR CODE: store exactly n values to y_gm[first * K] (no more: the next tile's block owns
+    # the bytes after them).
+    ### BEGIN SOLUTION
+    ctx.data_copy_pad(y_gm[first * t.K], y, DataCopyExtParams(1, n * size, 0, 0, 0))
+    ### END SOLUTION
+    y_out.free_tensor(y)
+
+
+def _padded_cases(rng):
+    fixed = [(64, 2, 8, "float32"), (37, 2, 8, "float32"), (10, 1, 4, "float32"), (9, 3, 3, "float16"),
+             (100, 8, 16, "float16"), (5, 7, 5, "float32")]
+    fixed += [(int(rng.integers(1, 300)), int(rng.integers(1, 9)), int(rng.integers(1, 40)), "float32")
+              for _ in range(2)]
+    return [{"points": p, "K": k, "tile_s": s, "dtype": d, "label": f"points={p}, K={k}, tileS={s}, {d}"}
+            for p, k, s, d in fixed]
+
+
+def _padded_x(case):
+    rng = np.random.default_rng([case["points"], case["K"], case["tile_s"]])
+    return rng.standard_normal(case["points"] * case["K"]).astype(case["dtype"])
+
+
+def _padded_launch(fn, case, hw, timing_only):
+    t = PointTiling(case["points"], case["K"], case["tile_s"])
+    n = case["points"] * case["K"]
+    x = GlobalTensor.from_array(_padded_x(case), "x", timing_only=timing_only)
+    y = GlobalTensor.from_array(sentinel_array(n, case["dtype"]), "y", timing_only=timing_only)
+    timeline = launch(fn, t.block_dim, x, y, PADDED_STORE_ALPHA, t.pack(), hw=hw, timing_only=timing_only)
+    return (None if timing_only else {"y": y.data}), timeline
+
+
+def _padded_reference(case):
+    x = _padded_x(case)
+    return {"y": (x * np.asarray(PADDED_STORE_ALPHA, x.dtype)).astype(x.dtype)}
+
+
+def _padded_locate(case, name, i):
+    point = i // case["K"]
+    return f"point {point}: block {point // case['tile_s']} (its tile)"
+
+
+PADDED_TIMED = {"points": 4096, "K": 2, "tile_s": 64, "dtype": "float32", "label": "points=4096, K=2, tileS=64"}
+
+
+def _padded_target(hw):
+    """The course's solution at the timed shape + 5 %."""
+    return (_padded_launch(padded_store_solution, PADDED_TIMED, hw, True)[1].total_us * 1.05,
+            "the course's solution + 5 %")
+
+
+register_exercise(KernelExercise(
+    id="03.padded_store", notebook="ex03", title="A short last tile: DataCopyPad in and out",
+    teaches="a tile's byte length (points·K·sizeof) is rarely whole 32-byte blocks — above all the short last "
+            "tile the host's tiling leaves — so both copies are DataCopyPad with blockLen in bytes",
+    solution=padded_store_solution, cell_name="my_padded_copy",
+    imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
+            "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, TPosition, TQue\n"
+            "from npu_lab.course.ex03 import PointTiling",
+    place_after="## The struct the host builds (after tilesPerBatch and the short last tile are explained)",
+    cases=_padded_cases, launch=_padded_launch, reference=_padded_reference, locate=_padded_locate,
+    target=_padded_target, target_case=PADDED_TIMED, tolerance=(1e-3, 1e-6),
+    slow_hint="one DataCopyPad per tile each way is all it takes"))

@@ -109,3 +109,123 @@ def check_db_gain_one_tile_per_block(answer, tile_s: int = 32) -> CheckResult:
         return _wrong(f"{value:g} looks like a fraction; the answer is wanted in percent.")
     return _wrong(f"The model does not say {value:g} %. Hint: how many tiles does each v2 block loop "
                   "over when there are 32 tiles and 48 cores? What could the second buffer hold?")
+
+
+# ---- kernel exercises ---------------------------------------------------------------------------
+# 05.prefetch: write CopyIn and place the prefetch that turns v1's order into v2.
+# 05.sync: the same kernel without the scalar unit's flags: add them.
+# Both answers ARE the course's v2 (moe_gating_v2_kernel): the tests check the latencies agree.
+import numpy as np  # noqa: E402
+
+from ..kernels.moe_gating import MoeGatingTiling  # noqa: E402
+from ..kernels.moe_gating.fused import (block_tiles, iteration_key, row_stride,  # noqa: E402
+                                        scalar_topk_softmax)
+from ..lang import (DataCopyExtParams, DataCopyPadExtParams, TBuf, TPosition, TQue,  # noqa: E402
+                    npu_kernel)
+from .kernel_check import (KernelExercise, moe_cases, moe_launcher, moe_locator, moe_reference,  # noqa: E402
+                           moe_target, register_exercise)
+
+
+@npu_kernel
+def moe_v2_solution(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
+    """MoeGatingTopK v2: each block loops over its tiles; tile j+1 is loaded into the other slot
+    while the scalar unit computes tile j. Pipes: MTE2 (tile j+1) ‖ S (tile j) ‖ MTE3 (tile j-1)."""
+    t = MoeGatingTiling.unpack(tiling_bytes)
+    E, K, T, size = t.E, t.K, t.tileBS, gate_gm.dtype.itemsize
+    Es, Ks = row_stride(E, size), row_stride(K, 4)         # UB rows start on 32-byte blocks
+    my_tiles = block_tiles(t, ctx.get_block_idx(), ctx.get_block_num())
+    n = len(my_tiles)
+    scores_q = TQue(TPosition.VECIN, 2)
+    ctx.pipe.init_buffer(scores_q, 2, T * row_stride(E, 4) * 4, name="scores")
+    values_buf, indices_buf = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(values_buf, 2 * T * Ks * 4, name="topk_values")
+    ctx.pipe.init_buffer(indices_buf, 2 * T * Ks * 4, name="topk_indices")
+    out_v, out_i = values_buf.get(np.float32), indices_buf.get(np.int32)
+
+    def rows_of(j):                                        # (first flat row, points) of tile j
+        b0, _b1, s0, s1 = t.tile_range(my_tiles[j])
+        return b0 * t.S + s0, s1 - s0
+
+    def copy_in(j):
+        first_row, points = rows_of(j)
+        scores = scores_q.alloc_tensor(gate_gm.dtype)
+        # YOUR CODE (05.prefetch): a slot is refilled only after S has read it (tile j-2: wait
+        # S_MTE2 on event j % 2 when j >= 2); then one copy per point into a row of `scores`
+        # (Es elements apart; DataCopyPad when E * size is not whole 32-byte blocks).
+        ### BEGIN SOLUTION [05.prefetch]
+        if j >= 2:
+            ctx.wait_flag("S_MTE2", j % 2)
+        for p in range(points):
+            row = first_row + p
+            if E * size % 32 == 0:
+                ctx.data_copy(scores[p * Es], gate_gm[row * E], E)
+            else:
+                ctx.data_copy_pad(scores[p * Es], gate_gm[row * E], DataCopyExtParams(1, E * size, 0, 0, 0),
+                                  DataCopyPadExtParams(False, 0, 0, 0))
+        ### END SOLUTION [05.prefetch]
+        # YOUR CODE (05.sync): tell the scalar unit the scores of slot j % 2 are loaded.
+        ### BEGIN SOLUTION [05.sync]
+        ctx.set_flag("MTE2_S", j % 2)
+        ### END SOLUTION [05.sync]
+        scores_q.enque(scores)
+
+    copy_in(0)
+    for j in ctx.tile_loop(n, key=iteration_key(t, my_tiles)):
+        first_row, points = rows_of(j)
+        # YOUR CODE (05.prefetch): start loading the next tile here, so MTE2 works while S computes.
+        ### BEGIN SOLUTION [05.prefetch]
+        if j + 1 < n:
+            copy_in(j + 1)
+        ### END SOLUTION [05.prefetch]
+        scores = scores_q.deque(gate_gm.dtype)
+        # YOUR CODE (05.sync): the scalar unit must wait for this slot's load, and (from j = 2 on)
+        # for the stores of tile j-2 that used this output slot (MTE3_S).
+        ### BEGIN SOLUTION [05.sync]
+        ctx.wait_flag("MTE2_S", j % 2)
+        if j >= 2:
+            ctx.wait_flag("MTE3_S", j % 2)
+        ### END SOLUTION [05.sync]
+        values, indices = out_v[(j % 2) * T * Ks], out_i[(j % 2) * T * Ks]
+        for p in range(points):
+            scalar_topk_softmax(ctx, scores[p * Es], values[p * Ks], indices[p * Ks], E, K)
+        if j + 2 < n:
+            ctx.set_flag("S_MTE2", j % 2)                  # the slot may be refilled (tile j+2)
+        scores_q.free_tensor(scores)
+        ctx.set_flag("S_MTE3", j % 2)                      # results in UB: the stores may start
+        ctx.wait_flag("S_MTE3", j % 2)
+        for p in range(points):
+            row = first_row + p
+            ctx.data_copy_pad(indices_gm[row * K], indices[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+            ctx.data_copy_pad(weights_gm[row * K], values[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+        if j + 2 < n:
+            ctx.set_flag("MTE3_S", j % 2)                  # the output slot may be rewritten (tile j+2)
+
+
+MOE_TIMED = {"B": 1, "S": 2048, "E": 64, "K": 2, "dtype": "float32", "label": "B=1, S=2048, E=64, K=2, float32"}
+_MOE_IMPORTS = ("import numpy as np\nfrom npu_lab import npu_kernel\n"
+                "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, TBuf, TPosition, TQue\n"
+                "from npu_lab.kernels.moe_gating import MoeGatingTiling\n"
+                "from npu_lab.kernels.moe_gating.fused import block_tiles, iteration_key, row_stride, scalar_topk_softmax")
+
+register_exercise(KernelExercise(
+    id="05.prefetch", notebook="ex05", title="Place the prefetch: v1's order becomes v2",
+    teaches="CopyIn written by hand (a copy per point, DataCopyPad for rows that are not whole blocks) and "
+            "where the next tile's load goes so MTE2 overlaps S; a slot is refilled only after S read it",
+    solution=moe_v2_solution, cell_name="my_moe_v2", imports=_MOE_IMPORTS,
+    place_after="## The kernel (after 'Why the flags'), before ## The timeline: v2 beside v1",
+    cases=lambda rng: moe_cases(rng), launch=moe_launcher("v2"), reference=moe_reference,
+    locate=moe_locator("v2"), target=moe_target("v2", MOE_TIMED, factor=1.02, label="the course's v2 + 2 %"),
+    target_case=MOE_TIMED, speed=True,
+    slow_hint="look at MTE2 and S in the timeline: does the next tile's load run while S computes? "
+              "Issue copy_in(j + 1) before this tile's compute, not after its stores"))
+
+register_exercise(KernelExercise(
+    id="05.sync", notebook="ex05", title="Add the flags a scalar kernel needs",
+    teaches="a TQue syncs MTE2->V and V->MTE3 only: when the scalar unit reads loaded data it needs "
+            "SetFlag/WaitFlag<MTE2_S>, and a reused output slot MTE3_S; a missing one is a RaceError",
+    solution=moe_v2_solution, cell_name="my_moe_v2_sync", imports=_MOE_IMPORTS,
+    place_after="### Why the flags: a queue does not sync the scalar unit (before ## Check against the reference)",
+    cases=lambda rng: moe_cases(rng), launch=moe_launcher("v2"), reference=moe_reference,
+    locate=moe_locator("v2"), target=moe_target("v2", MOE_TIMED, factor=1.02, label="the course's v2 + 2 %"),
+    target_case=MOE_TIMED, speed=True,
+    slow_hint="a flag waited too early serialises the pipes: wait only for what this tile needs"))

@@ -116,3 +116,223 @@ def check_fast_exp_helps_v3(answer, tile_s: int = 8) -> CheckResult:
                       "A fast exp pays off only on long vectors and when the exact Exp is slow.")
     return _wrong(f"The model says {truth} ({evidence}). Hint: how many values does v3 pass to exp per "
                   "tile, and how many vector repeats is that?")
+
+
+# ---- kernel exercises ---------------------------------------------------------------------------
+# 06.gather_mask: split (value, index) pairs — what Sort32 and WholeReduceMax produce — with GatherMask.
+# 06.topk_rounds: the K-round vector top-K over a whole tile (v3's idea, without the softmax).
+from dataclasses import dataclass  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ..lang import (SELMODE, BinaryRepeatParams, BrcbRepeatParams, DataCopyExtParams,  # noqa: E402
+                    DataCopyPadExtParams, DataCopyParams, GatherMaskParams, GlobalTensor, TBuf, TPosition,
+                    TQue, launch, npu_kernel)
+from ..lang.tiling_struct import Int32Struct  # noqa: E402
+from .kernel_check import KernelExercise, register_exercise, sentinel_array  # noqa: E402
+
+
+@dataclass(frozen=True)
+class RowTiling(Int32Struct):
+    """Host tiling: `rows` rows of `cols` elements (or pairs), `tile` rows per block, and K."""
+
+    rows: int
+    cols: int
+    tile: int
+    K: int
+
+    @property
+    def block_dim(self) -> int:
+        return -(-self.rows // self.tile)
+
+
+@npu_kernel
+def gather_mask_solution(ctx, pairs_gm, values_gm, indices_gm, tiling_bytes):
+    """Split this block's tile of n (value, index-bits) float32 pairs into n values (float32) and
+    n indices (int32). Pipes: MTE2 → V (two GatherMask) → MTE3."""
+    t = RowTiling.unpack(tiling_bytes)
+    first = ctx.get_block_idx() * t.tile
+    n = min(t.tile, t.rows - first)
+    Tp = -(-t.tile // 32) * 32                             # pairs rounded up to whole 256-byte repeats
+    pairs_q, values_q, indices_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(pairs_q, 1, Tp * 2 * 4, name="pairs")
+    ctx.pipe.init_buffer(values_q, 1, Tp * 4, name="values")
+    ctx.pipe.init_buffer(indices_q, 1, Tp * 4, name="indices")
+    pairs = pairs_q.alloc_tensor(np.float32)
+    ctx.data_copy_pad(pairs, pairs_gm[2 * first], DataCopyExtParams(1, 2 * n * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+    pairs_q.enque(pairs)
+    pairs = pairs_q.deque(np.float32)
+    values, indices = values_q.alloc_tensor(np.float32), indices_q.alloc_tensor(np.int32)
+    # YOUR CODE: two GatherMask calls over the 2n floats (GatherMaskParams(1, repeats, 8, 0), a
+    # repeat is 64 floats): built-in pattern 1 keeps the even elements (values), 2 the odd ones
+    # (index bits: gather through .reinterpret_cast(np.uint32) views of both tensors).
+    ### BEGIN SOLUTION
+    params = GatherMaskParams(1, -(-2 * n // 64), 8, 0)
+    ctx.gather_mask(values, pairs, 1, False, 0, params)
+    ctx.gather_mask(indices.reinterpret_cast(np.uint32), pairs.reinterpret_cast(np.uint32), 2, False, 0, params)
+    ### END SOLUTION
+    pairs_q.free_tensor(pairs)
+    values_q.enque(values)
+    indices_q.enque(indices)
+    values, indices = values_q.deque(np.float32), indices_q.deque(np.int32)
+    ctx.data_copy_pad(values_gm[first], values, DataCopyExtParams(1, n * 4, 0, 0, 0))
+    ctx.data_copy_pad(indices_gm[first], indices, DataCopyExtParams(1, n * 4, 0, 0, 0))
+    values_q.free_tensor(values)
+    indices_q.free_tensor(indices)
+
+
+def _pairs(case):
+    rng = np.random.default_rng([case["rows"], case["tile"]])
+    pairs = np.empty((case["rows"], 2), np.float32)
+    pairs[:, 0] = rng.standard_normal(case["rows"])
+    pairs[:, 1] = rng.integers(0, 4096, case["rows"]).astype(np.uint32).view(np.float32)
+    return pairs.reshape(-1)
+
+
+def _gather_cases(rng):
+    fixed = [(64, 32), (100, 32), (7, 7), (1, 1), (1000, 256)]
+    fixed += [(int(rng.integers(1, 500)), int(rng.integers(1, 300))) for _ in range(2)]
+    return [{"rows": r, "tile": s, "label": f"{r} pairs, {s} a tile"} for r, s in fixed]
+
+
+def _gather_launch(fn, case, hw, timing_only):
+    t = RowTiling(case["rows"], 2, case["tile"], 1)
+    pairs = GlobalTensor.from_array(_pairs(case), "pairs", timing_only=timing_only)
+    values = GlobalTensor.from_array(sentinel_array(t.rows, np.float32), "values", timing_only=timing_only)
+    indices = GlobalTensor.from_array(sentinel_array(t.rows, np.int32), "indices", timing_only=timing_only)
+    timeline = launch(fn, t.block_dim, pairs, values, indices, t.pack(), hw=hw, timing_only=timing_only)
+    return (None if timing_only else {"values": values.data, "indices": indices.data}), timeline
+
+
+def _gather_reference(case):
+    pairs = _pairs(case)
+    return {"values": pairs[0::2].copy(), "indices": pairs.view(np.uint32)[1::2].astype(np.int32)}
+
+
+def _row_locate(case, name, i, per_row=1):
+    row = i // per_row
+    return f"row {row}: block {row // case['tile']} (its tile), row {row % case['tile']} of it"
+
+
+GATHER_TIMED = {"rows": 16384, "tile": 512, "label": "16384 pairs, 512 a tile"}
+
+register_exercise(KernelExercise(
+    id="06.gather_mask", notebook="ex06", title="Split (value, index) pairs with GatherMask",
+    teaches="GatherMask's built-in patterns (1 even, 2 odd), its repeat parameters, and ReinterpretCast to "
+            "move index bits through a float tensor — the step after Sort32 / WholeReduceMax in v3 and v4",
+    solution=gather_mask_solution, cell_name="my_split_pairs",
+    imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
+            "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, GatherMaskParams, TPosition, TQue\n"
+            "from npu_lab.course.ex06 import RowTiling",
+    place_after="## v4: sorting the way CANN does (after Sort32's (score, index) output is shown)",
+    cases=_gather_cases, launch=_gather_launch, reference=_gather_reference, locate=_row_locate,
+    target=lambda hw: (_gather_launch(gather_mask_solution, GATHER_TIMED, hw, True)[1].total_us * 1.05,
+                       "the course's solution + 5 %"),
+    target_case=GATHER_TIMED, tolerance=(0.0, 0.0),
+    slow_hint="two GatherMask instructions per tile are all it takes"))
+
+
+@npu_kernel
+def topk_rounds_solution(ctx, x_gm, values_gm, indices_gm, tiling_bytes):
+    """Top-K of every row of this block's tile, on the vector unit, in K rounds over the whole
+    tile: x float32 [rows, E] (E a multiple of 8, ≤ 64); outputs [K, rows] (round k's values and
+    indices for every row). Each UB row is 64 floats: one 256-byte repeat per row."""
+    t = RowTiling.unpack(tiling_bytes)
+    first = ctx.get_block_idx() * t.tile
+    rows, E, K, N, Tp = min(t.tile, t.rows - first), t.cols, t.K, t.rows, -(-t.tile // 32) * 32
+    x_q, v_q, i_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(x_q, 1, t.tile * 64 * 4, name="scores")
+    ctx.pipe.init_buffer(v_q, 1, K * Tp * 4, name="topk_values")
+    ctx.pipe.init_buffer(i_q, 1, K * Tp * 4, name="topk_indices")
+    bufs = [TBuf(TPosition.VECCALC) for _ in range(5)]
+    for buf, nbytes, name in zip(bufs, (t.tile * 64 * 4, -(-2 * t.tile // 64) * 256, Tp * 32, t.tile * 8, 256),
+                                 ("neg_inf", "pairs", "argmax_bcast", "select_mask", "iota")):
+        ctx.pipe.init_buffer(buf, nbytes, name=name)
+    neg_inf, pairs, bcast = bufs[0].get(np.float32), bufs[1].get(np.float32), bufs[2].get(np.int32)
+    mask, iota = bufs[3].get(np.uint8), bufs[4].get(np.int32)
+    ctx.duplicate(neg_inf, float("-inf"), rows * 64)
+    ctx.create_vec_index(iota, 0, 64)                      # lanes 0..63 of a repeat
+    x = x_q.alloc_tensor(np.float32)                       # row r at x[r * 64], lanes E..63 unused
+    ctx.data_copy(x, x_gm[first * E], DataCopyParams(rows, E // 8, 0, (64 - E) // 8))
+    x_q.enque(x)
+    x = x_q.deque(np.float32)
+    values, indices = v_q.alloc_tensor(np.float32), i_q.alloc_tensor(np.int32)
+    params = GatherMaskParams(1, -(-2 * rows // 64), 8, 0)
+    for k in range(K):
+        # YOUR CODE: round k — [max, lane] of every row (ctx.whole_reduce_max: mask E lanes, one
+        # repeat per row, 8 blocks between rows); split the pairs into values[k * Tp] and
+        # indices[k * Tp] (GatherMask patterns 1 and 2); then, unless it is the last round, knock
+        # each row's winner out: Brcb the row's index into a block (BrcbRepeatParams(1, 8)),
+        # Compare it EQ with `iota` (BinaryRepeatParams(1, 1, 0, 8, 0, 1)), Select -inf there.
+        ### BEGIN SOLUTION
+        ctx.whole_reduce_max(pairs, x, E, rows, 1, 1, 8)
+        ctx.gather_mask(values[k * Tp], pairs, 1, False, 0, params)
+        ctx.gather_mask(indices[k * Tp].reinterpret_cast(np.uint32), pairs.reinterpret_cast(np.uint32), 2, False, 0, params)
+        if k + 1 < K:
+            ctx.brcb(bcast, indices[k * Tp], -(-rows // 8), BrcbRepeatParams(1, 8))
+            ctx.compare(mask, iota, bcast, "EQ", 64, rows, BinaryRepeatParams(1, 1, 0, 8, 0, 1))
+            ctx.select(x, mask, neg_inf, x, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * 64)
+        ### END SOLUTION
+    x_q.free_tensor(x)
+    v_q.enque(values)
+    i_q.enque(indices)
+    values, indices = v_q.deque(np.float32), i_q.deque(np.int32)
+    gap = (Tp - -(-rows // 8) * 8) // 8                    # UB gap between rounds, 32-byte blocks
+    ctx.data_copy_pad(values_gm[first], values, DataCopyExtParams(K, rows * 4, gap, (N - rows) * 4, 0))
+    ctx.data_copy_pad(indices_gm[first], indices, DataCopyExtParams(K, rows * 4, gap, (N - rows) * 4, 0))
+    v_q.free_tensor(values)
+    i_q.free_tensor(indices)
+
+
+def _topk_cases(rng):
+    fixed = [(16, 64, 2, 16), (37, 8, 8, 16), (20, 16, 1, 8), (100, 24, 4, 32), (3, 64, 64, 8)]
+    fixed += [(int(rng.integers(1, 120)), 8 * int(rng.integers(1, 9)), 0, 32) for _ in range(2)]
+    fixed = [(r, e, k or int(rng.integers(1, e + 1)), s) for r, e, k, s in fixed]
+    return [{"rows": r, "E": e, "K": k, "tile": s, "label": f"rows={r}, E={e}, K={k}, tile={s}"} for r, e, k, s in fixed]
+
+
+def _topk_x(case):
+    rng = np.random.default_rng([case["rows"], case["E"], case["K"]])
+    return rng.standard_normal((case["rows"], case["E"])).astype(np.float32)
+
+
+def _topk_launch(fn, case, hw, timing_only):
+    t = RowTiling(case["rows"], case["E"], case["tile"], case["K"])
+    n = t.rows * t.K
+    x = GlobalTensor.from_array(_topk_x(case), "x", timing_only=timing_only)
+    v = GlobalTensor.from_array(sentinel_array(n, np.float32), "values", timing_only=timing_only)
+    i = GlobalTensor.from_array(sentinel_array(n, np.int32), "indices", timing_only=timing_only)
+    timeline = launch(fn, t.block_dim, x, v, i, t.pack(), hw=hw, timing_only=timing_only)
+    return (None if timing_only else {"values": v.data, "indices": i.data}), timeline
+
+
+def _topk_reference(case):
+    """[K, rows]: round k holds every row's k-th largest (ties: the lower index first)."""
+    x = _topk_x(case)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :case["K"]]
+    return {"values": np.take_along_axis(x, order, 1).T.copy(), "indices": order.T.astype(np.int32).copy()}
+
+
+def _topk_locate(case, name, i):
+    k, row = divmod(i, case["rows"])
+    return f"round {k}, row {row}: block {row // case['tile']} (its tile)"
+
+
+TOPK_TIMED = {"rows": 4096, "E": 64, "K": 4, "tile": 32, "label": "rows=4096, E=64, K=4, tile=32"}
+
+register_exercise(KernelExercise(
+    id="06.topk_rounds", notebook="ex06", title="The K-round vector top-K",
+    teaches="v3's idea: each round one WholeReduceMax gives every row's max and lane, GatherMask splits "
+            "the pairs, Brcb + Compare(EQ) + Select knock the winner out — K rounds over the whole tile "
+            "instead of a heap per point",
+    solution=topk_rounds_solution, cell_name="my_topk_rounds",
+    imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
+            "from npu_lab.lang import (SELMODE, BinaryRepeatParams, BrcbRepeatParams, DataCopyExtParams, DataCopyParams,\n"
+            "                          GatherMaskParams, TBuf, TPosition, TQue)\n"
+            "from npu_lab.course.ex06 import RowTiling",
+    place_after="### After: K rounds over the whole tile, on the vector unit (before ## The kernel)",
+    cases=_topk_cases, launch=_topk_launch, reference=_topk_reference, locate=_topk_locate,
+    target=lambda hw: (_topk_launch(topk_rounds_solution, TOPK_TIMED, hw, True)[1].total_us * 1.05,
+                       "the course's solution + 5 %"),
+    target_case=TOPK_TIMED, tolerance=(0.0, 0.0),
+    slow_hint="one instruction per round for all rows of the tile, not one per row"))
