@@ -20,14 +20,27 @@ def test_no_answer_yet_is_neither_right_nor_wrong(check):
     assert msg.startswith("No answer yet") and repr(msg) == str(msg)
 
 
-@pytest.mark.parametrize("answer", [20, 20.0, "20", "20 us"])
-def test_launch_overhead_right(answer):
-    msg = check_launch_overhead(answer)
-    assert msg.correct is True and "20" in msg
+def _chain_overhead_us():
+    """Exercise 01.1's truth: three launches on the 310P3."""
+    return 3 * get_preset("ascend-310p3").launch_overhead_us
 
 
-@pytest.mark.parametrize("answer, hint", [(3, "launch_overhead_us"), (20000, "nanoseconds"),
-                                          ("soon", "not a number")])
+@pytest.mark.parametrize("form", [float, int, str, lambda t: f"{t:g} us"])
+def test_launch_overhead_right(form):
+    truth = _chain_overhead_us()
+    msg = check_launch_overhead(form(truth))
+    assert msg.correct is True and f"{truth:g}" in msg
+
+
+def test_launch_overhead_of_one_launch_on_the_910b2():
+    one = get_preset("ascend-910b2").launch_overhead_us
+    assert check_launch_overhead(one, chip="ascend-910b2", launches=1).correct is True
+    assert check_launch_overhead(one + 1, chip="ascend-910b2", launches=1).correct is False
+
+
+@pytest.mark.parametrize("answer, hint", [(3, "launch_overhead_us"), (_chain_overhead_us() * 1000, "nanoseconds"),
+                                          ("soon", "not a number"),
+                                          (get_preset("ascend-310p3").launch_overhead_us, "ONE launch")])
 def test_launch_overhead_wrong_explains(answer, hint):
     msg = check_launch_overhead(answer)
     assert msg.correct is False and hint in msg
@@ -64,14 +77,16 @@ def test_double_buffering_one_tile_wrong(answer):
     assert check_double_buffering_one_tile("maybe").correct is False
 
 
-def test_largest_tile_len_right_and_consistent_with_the_kernel():
-    assert check_largest_tile_len(8192).correct is True
-    scaled_add(1 << 16, None, timing_only=True, tile_len=8192, num_buffers=2)     # fits
-    with pytest.raises(ValueError, match="8192"):
-        scaled_add(1 << 16, None, timing_only=True, tile_len=8200, num_buffers=2)
+@pytest.mark.parametrize("chip", ["ascend-910b2", "ascend-310p3"])
+def test_largest_tile_len_right_and_consistent_with_the_kernel(chip):
+    largest = get_preset(chip).ub_bytes // (3 * 2 * 4) // 8 * 8
+    assert check_largest_tile_len(largest, chip=chip).correct is True
+    scaled_add(1 << 16, None, timing_only=True, hw=chip, tile_len=largest, num_buffers=2)     # fits
+    with pytest.raises(ValueError, match=f"Largest tile_len: {largest}"):
+        scaled_add(1 << 16, None, timing_only=True, hw=chip, tile_len=largest + 8, num_buffers=2)
 
 
-@pytest.mark.parametrize("answer, hint", [(8191, "multiple of 8"), (9000, "UB has"), (4096, "larger tile"),
+@pytest.mark.parametrize("answer, hint", [(8191, "multiple of 8"), (11000, "UB has"), (4096, "larger tile"),
                                           (8192.5, "whole number")])
 def test_largest_tile_len_wrong(answer, hint):
     msg = check_largest_tile_len(answer)

@@ -8,13 +8,16 @@ import pytest
 
 from npu_lab import get_preset
 from npu_lab.course.ex01 import CheckResult
-from npu_lab.course.ex02 import check_discrete_hbm_bytes, check_discrete_launch_share, check_underflow_second_expert
+from npu_lab.course import ex02
+from npu_lab.course.ex02 import (check_discrete_hbm_bytes, check_discrete_launch_share, check_fused_advantage_trend,
+                                 check_underflow_second_expert)
 from npu_lab.course.ex04 import check_double_buffer_gain, check_missing_instruction, check_sweet_spot
 from npu_lab.course.ex03 import check_honest_ub_bytes, check_largest_tile_s, check_tile_s_halving_e, first_e_below_tile_s
 from npu_lab.kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
                                         moe_ub_capacity, simulate_moe_gating, sweep)
 
 ALL_CHECKS = [check_discrete_hbm_bytes, check_discrete_launch_share, check_underflow_second_expert,
+              check_fused_advantage_trend,
               check_largest_tile_s, check_tile_s_halving_e, check_honest_ub_bytes, check_sweet_spot,
               check_double_buffer_gain, check_missing_instruction]
 
@@ -44,25 +47,38 @@ def test_junk_is_explained_not_raised(check, junk):
     _wrong(check(junk))
 
 
-def _discrete():
-    return simulate_moe_gating(1, 1024, 64, 2, version="discrete", hw="ascend-910b2").timeline
+def _discrete(S=1024, E=64, K=2, chip="ascend-910b2"):
+    return simulate_moe_gating(1, S, E, K, version="discrete", hw=chip).timeline
 
 
 def test_discrete_hbm_bytes():
-    truth = _discrete().hbm_bytes
+    truth = _discrete(2048, 128, 4).hbm_bytes           # exercise 02.2's shape
     assert "Softmax" in _right(check_discrete_hbm_bytes(truth))
     _right(check_discrete_hbm_bytes(f"{truth:,}"))
-    assert "minimum" in _wrong(check_discrete_hbm_bytes(1024 * 64 * 4 + 1024 * 2 * 8))
+    assert "minimum" in _wrong(check_discrete_hbm_bytes(2048 * 128 * 4 + 2048 * 4 * 8))
+    _right(check_discrete_hbm_bytes(_discrete().hbm_bytes, S=1024, E=64, K=2))
     assert "kilobytes" in _wrong(check_discrete_hbm_bytes(truth // 1024))
     assert "Hint" in _wrong(check_discrete_hbm_bytes(12345))
 
 
 def test_discrete_launch_share():
-    t = _discrete()
+    t = _discrete(chip="ascend-310p3")                  # exercise 02.1's chip
     share = t.launch_overhead_us / t.total_us
     for answer in (share, f"{100 * share:.0f}%", round(100 * share)):
         _right(check_discrete_launch_share(answer))
     assert "launch_overhead_us" in _wrong(check_discrete_launch_share(100 * share - 10))
+
+
+def test_fused_advantage_trend_follows_the_model():
+    ratio = {S: _discrete(S).total_us / simulate_moe_gating(1, S, 64, 2, version="v3").latency_us
+             for S in (1024, 65536)}
+    truth = "grow" if ratio[65536] > ratio[1024] else "shrink"
+    other = {"grow": "shrink", "shrink": "grow"}[truth]
+    assert f"{ratio[1024]:.1f}" in _right(check_fused_advantage_trend(truth))
+    _right(check_fused_advantage_trend(truth.upper() + "s"))
+    assert "Hint" in _wrong(check_fused_advantage_trend(other))
+    _wrong(check_fused_advantage_trend("sideways"))
+    assert ex02.expected_answers()["check_fused_advantage_trend"] == truth
 
 
 def test_underflow_second_expert():
@@ -76,19 +92,20 @@ def test_underflow_second_expert():
     _wrong(check_underflow_second_expert(7))
 
 
-def test_largest_tile_s():
-    hw = get_preset("ascend-910b2")
-    truth = moe_ub_capacity("v2", 4096, 2, hw.ub_bytes)
-    host = calculate_moe_gating_tiling(1, 1024, 4096, 2, hw, version="v2").tileS
+@pytest.mark.parametrize("E, K, chip", [(1536, 8, "ascend-310p3"), (4096, 2, "ascend-910b2")])
+def test_largest_tile_s(E, K, chip):
+    hw = get_preset(chip)
+    truth = moe_ub_capacity("v2", E, K, hw.ub_bytes)
+    host = calculate_moe_gating_tiling(1, 1024, E, K, hw, version="v2").tileS
     assert truth > host                                # the exercise's point: the rule wastes UB
-    _right(check_largest_tile_s(truth))
-    assert "host rule" in _wrong(check_largest_tile_s(host))
-    assert "more than" in _wrong(check_largest_tile_s(truth + 1))
+    _right(check_largest_tile_s(truth, E=E, K=K, chip=chip))
+    assert "host rule" in _wrong(check_largest_tile_s(host, E=E, K=K, chip=chip))
+    assert "more than" in _wrong(check_largest_tile_s(truth + 1, E=E, K=K, chip=chip))
 
 
 def test_tile_s_halving_e():
-    hw = get_preset("ascend-910b2")
-    truth = first_e_below_tile_s(8, "v2", 2, "ascend-910b2")
+    hw = get_preset("ascend-310p3")                    # exercise 03.2's chip
+    truth = first_e_below_tile_s(8, "v2", 2, "ascend-310p3")
     tile = lambda e: calculate_moe_gating_tiling(1, 1024, e, 2, hw, version="v2").tileS  # noqa: E731
     assert tile(truth - 1) == 8 and tile(truth) == 4
     _right(check_tile_s_halving_e(truth))
@@ -106,9 +123,10 @@ def test_first_e_below_tile_s_is_the_exact_boundary(version):
 
 
 def test_honest_ub_bytes():
-    _right(check_honest_ub_bytes(moe_ub_bytes("v2", 8, 64, 2)))
-    assert "article's formula" in _wrong(check_honest_ub_bytes(8 * (64 * 4 + 2 * 8)))
+    _right(check_honest_ub_bytes(moe_ub_bytes("v2", 2, 128, 2)))              # exercise 03.3's case
+    assert "article's formula" in _wrong(check_honest_ub_bytes(2 * (128 * 4 + 2 * 8)))
     _wrong(check_honest_ub_bytes(1000))
+    _right(check_honest_ub_bytes(moe_ub_bytes("v2", 8, 64, 2), tile_s=8, E=64, K=2))
 
 
 def test_sweet_spot_where_v1_cannot_run_says_why():

@@ -16,34 +16,93 @@ from .checks import (US, CheckResult, missing as _missing, parse_number as _as_n
 from ..presets import get_preset
 
 __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
-           "check_double_buffering_one_tile", "check_largest_tile_len"]
+           "check_double_buffering_one_tile", "check_largest_tile_len", "expected_answers",
+           "ONE_TILE_N", "LAUNCH_CHAIN", "LARGEST_TILE_CASE"]
 
 #: The run notebook 01 times: scaled_add on 2**20 float32 elements on the 910B2, defaults.
 NOTEBOOK01_N = 1 << 20
 NOTEBOOK01_CHIP = "ascend-910b2"
+#: Exercise 01.1 (varied from the lesson's single launch on the 910B2): a chain of launches on the 310P3.
+LAUNCH_CHAIN = dict(chip="ascend-310p3", launches=3)
+#: Exercise 01.3: scaled-add on this many elements, one tile per core (both buffer counts fit the UB).
+ONE_TILE_N = 1 << 18
+#: Exercise 01.4 (varied from the 910B2 with two buffers, whose answer the lesson's error prints).
+LARGEST_TILE_CASE = dict(chip="ascend-310p3", num_buffers=2)
 
 
-def check_launch_overhead(answer) -> CheckResult:
-    """How many µs does one kernel launch cost on the ``ascend-910b2`` preset (before any block
-    runs)? Answer: a number of microseconds."""
+def expected_answers() -> dict[str, object]:
+    """Each check's truth for the case notebook 01 asks about (what the check itself compares to)."""
+    return {"check_launch_overhead": launch_overhead_truth(**LAUNCH_CHAIN),
+            "check_busiest_pipe": busiest_pipe_truth(),
+            "check_double_buffering_one_tile": "yes" if double_buffering_one_tile_times()[2] else "no",
+            "check_largest_tile_len": largest_tile_len_truth(**LARGEST_TILE_CASE)}
+
+
+def launch_overhead_truth(chip: str = "ascend-310p3", launches: int = 3) -> float:
+    """µs of launch overhead that ``launches`` kernel launches pay on ``chip``."""
+    return launches * get_preset(chip).launch_overhead_us
+
+
+def busiest_pipe_truth(timeline=None) -> str:
+    """The pipe with most busy time summed over cores in ``timeline`` (default: notebook 01's run)."""
+    return max(_busy_by_pipe(timeline).items(), key=lambda kv: kv[1])[0]
+
+
+def _busy_by_pipe(timeline=None) -> dict[str, float]:
+    if timeline is None:
+        from ..kernels.scaled_add import scaled_add
+
+        _, timeline = scaled_add(NOTEBOOK01_N, None, timing_only=True, hw=NOTEBOOK01_CHIP)
+    return {p: b for p, b in timeline.busy_us_by_pipe().items() if b > 0}
+
+
+def double_buffering_one_tile_times(n: int = ONE_TILE_N, chip: str = "ascend-910b2"):
+    """(1-buffer µs, 2-buffer µs, helps?) of scaled-add on ``n`` elements with one tile per core,
+    the tile length the buffers explorer uses for 1 tile per core."""
+    from ..kernels.scaled_add import scaled_add
+    from .widgets import tile_len_for
+
+    hw = get_preset(chip)
+    tile_len = tile_len_for(n, hw, 1)
+    single = scaled_add(n, None, timing_only=True, hw=hw, tile_len=tile_len, num_buffers=1)[1].total_us
+    double = scaled_add(n, None, timing_only=True, hw=hw, tile_len=tile_len, num_buffers=2)[1].total_us
+    return single, double, double < single * (1 - 1e-9)
+
+
+def largest_tile_len_truth(chip: str = "ascend-310p3", num_buffers: int = 2) -> int:
+    """The largest scaled-add tile_len (elements) whose 3 queues x ``num_buffers`` fit ``chip``'s UB."""
+    from ..kernels.scaled_add import largest_tile_len
+
+    return largest_tile_len(chip, num_buffers)
+
+
+def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
+                          launches: int = LAUNCH_CHAIN["launches"]) -> CheckResult:
+    """How many µs of launch overhead do ``launches`` kernel launches pay on the ``chip`` preset
+    (before any block runs)? Answer: a number of microseconds."""
     if answer is None:
         return _missing("a number of microseconds, e.g. 3.5")
-    hw = get_preset("ascend-910b2")
-    truth = hw.launch_overhead_us
+    hw = get_preset(chip)
+    one = hw.launch_overhead_us
+    truth = launch_overhead_truth(chip, launches)
     value = _as_number(answer, US)
     kind, note = hw.provenance.get("launch_overhead_us", ("unspecified", ""))
     if value is None:
         return _wrong(f"{answer!r} is not a number of microseconds. Hint: look for the "
                       "launch_overhead_us row of the preset table.")
     if math.isclose(value, truth, rel_tol=0.01):
-        return _right(f"The 910B2 preset charges {truth:g} \u00b5s per launch (provenance: {kind}, "
-                      f"{note}). It is paid once per launch, however many blocks run, which is why a "
-                      "chain of small kernels is launch-bound.")
+        return _right(f"{launches} \u00d7 {one:g} \u00b5s = {truth:g} \u00b5s: the {hw.name} preset charges "
+                      f"{one:g} \u00b5s per launch (provenance: {kind}, {note}). It is paid once per launch, "
+                      "however many blocks run and however little they do, which is why a chain of small "
+                      "kernels is launch-bound.")
     if math.isclose(value, truth * 1000, rel_tol=0.01):
         return _wrong(f"{value:g} looks like nanoseconds; the answer is wanted in microseconds.")
+    if launches != 1 and math.isclose(value, one, rel_tol=0.01):
+        return _wrong(f"{value:g} \u00b5s is what ONE launch costs; every one of the {launches} launches "
+                      "pays it.")
     return _wrong(f"{value:g} \u00b5s is not what the preset says. Hint: "
-                  "get_preset('ascend-910b2').launch_overhead_us, or the `host` bar at the start of "
-                  "the timeline.")
+                  f"get_preset({hw.name!r}).launch_overhead_us (the launch_overhead_us row of the "
+                  f"preset table), once per launch.")
 
 
 _PIPE_ALIASES = {"scalar": "S", "vector": "V", "dma in": "MTE2", "dma out": "MTE3", "cube": "M"}
@@ -55,12 +114,8 @@ def check_busiest_pipe(answer, timeline=None) -> CheckResult:
     as ``"V"``."""
     if answer is None:
         return _missing("a pipe name as a string: 'S', 'MTE2', 'V' or 'MTE3'")
-    if timeline is None:
-        from ..kernels.scaled_add import scaled_add
-
-        _, timeline = scaled_add(NOTEBOOK01_N, None, timing_only=True, hw=NOTEBOOK01_CHIP)
-    busy = {p: b for p, b in timeline.busy_us_by_pipe().items() if b > 0}
-    truth = max(busy, key=busy.get)
+    busy = _busy_by_pipe(timeline)
+    truth = busiest_pipe_truth(timeline)
     table = ", ".join(f"{p} {b:.0f} \u00b5s" for p, b in sorted(busy.items(), key=lambda kv: -kv[1]))
     if not isinstance(answer, str):
         return _wrong(f"Answer with a pipe name as a string, one of {sorted(busy)}.")
@@ -81,19 +136,13 @@ _YES = {"yes", "y", "true", "it helps", "helps"}
 _NO = {"no", "n", "false", "it does not", "does not help", "no help", "not"}
 
 
-def check_double_buffering_one_tile(answer) -> CheckResult:
-    """With exactly 1 tile per core, does double buffering (2 buffers per queue) make scaled-add
-    faster? Answer ``"yes"`` or ``"no"`` (or True / False)."""
+def check_double_buffering_one_tile(answer, n: int = ONE_TILE_N) -> CheckResult:
+    """With exactly 1 tile per core (scaled-add on ``n`` elements, the 910B2), does double
+    buffering (2 buffers per queue) make it faster? Answer ``"yes"`` or ``"no"`` (or True / False).
+    The run is the buffers explorer's at ``buffers_explorer(n=n, tiles=1)``."""
     if answer is None:
         return _missing("'yes' or 'no'")
-    from ..kernels.scaled_add import scaled_add
-
-    hw = get_preset("ascend-910b2")
-    n = 1 << 18
-    tile_len = math.ceil(n / hw.vector_cores / 8) * 8     # each core's share in one tile
-    single = scaled_add(n, None, timing_only=True, hw=hw, tile_len=tile_len, num_buffers=1)[1].total_us
-    double = scaled_add(n, None, timing_only=True, hw=hw, tile_len=tile_len, num_buffers=2)[1].total_us
-    helps = double < single * (1 - 1e-9)
+    single, double, helps = double_buffering_one_tile_times(n)
     if isinstance(answer, bool):
         said = answer
     elif isinstance(answer, str) and answer.strip().lower().rstrip(".!") in _YES | _NO:
@@ -113,29 +162,30 @@ def check_double_buffering_one_tile(answer) -> CheckResult:
                   "has only one tile?")
 
 
-def check_largest_tile_len(answer) -> CheckResult:
-    """The scaled-add kernel holds 3 queues (x, y, z) of float32 tiles. With 2 buffers per queue,
-    what is the largest ``tile_len`` (elements, a multiple of 8) that fits the 910B2's Unified
-    Buffer? Answer: a whole number of elements."""
+def check_largest_tile_len(answer, chip: str = LARGEST_TILE_CASE["chip"],
+                           num_buffers: int = LARGEST_TILE_CASE["num_buffers"]) -> CheckResult:
+    """The scaled-add kernel holds 3 queues (x, y, z) of float32 tiles. With ``num_buffers``
+    buffers per queue, what is the largest ``tile_len`` (elements, a multiple of 8) that fits the
+    Unified Buffer of ``chip``? Answer: a whole number of elements."""
     if answer is None:
         return _missing("a whole number of elements")
-    hw = get_preset("ascend-910b2")
-    per_element = 3 * 2 * 4          # 3 queues x 2 buffers x 4 bytes
-    truth = hw.ub_bytes // per_element // 8 * 8
+    hw = get_preset(chip)
+    per_element = 3 * num_buffers * 4          # 3 queues x buffers x 4 bytes
+    truth = largest_tile_len_truth(chip, num_buffers)
     value = _whole(answer, ("elements",))
     if value is None:
         return _wrong(f"Answer a whole number of elements, not {answer!r}.")
     if value == truth:
-        return _right(f"{truth} elements: 3 queues x 2 buffers x {truth} x 4 B = "
-                      f"{per_element * truth} B = the whole {hw.ub_bytes // 1024} KB UB. (The article "
-                      "assumes 256 KB of UB; the 910B2's vector cores have 192 KB.)")
+        return _right(f"{truth} elements: 3 queues x {num_buffers} buffers x {truth} x 4 B = "
+                      f"{per_element * truth:,} B of the {hw.ub_bytes:,} B ({hw.ub_bytes // 1024} KB) UB "
+                      f"of the {hw.name}; {truth + 8} would need {per_element * (truth + 8):,} B.")
     if value % 8:
         return _wrong(f"{value} is not a multiple of 8: UB buffers are whole 32-byte blocks.")
     if value * per_element > hw.ub_bytes:
         return _wrong(f"{value} elements need {value * per_element} B but the UB has "
                       f"{hw.ub_bytes} B. Hint: ub_bytes / (queues x buffers x bytes per element).")
-    return _wrong(f"{value} fits, but a larger tile does too. Hint: ub_bytes / (3 queues x 2 buffers "
-                  "x 4 bytes), rounded down to a multiple of 8.")
+    return _wrong(f"{value} fits, but a larger tile does too. Hint: ub_bytes / (3 queues x "
+                  f"{num_buffers} buffers x 4 bytes), rounded down to a multiple of 8.")
 
 
 # ---- kernel exercises ---------------------------------------------------------------------------

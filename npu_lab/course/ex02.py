@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import ARTICLE_SWEEP_SHAPE
-from .checks import (parse_percent, BYTES, CheckResult, missing as _missing, parse_whole as _whole, right as _right, wrong as _wrong)
+from .checks import (parse_percent, BYTES, CheckResult, missing as _missing, parse_whole as _whole,
+                     parse_word, right as _right, wrong as _wrong)
 from ..kernels.moe_gating import (moe_gating_topk, simulate_moe_gating)
 
 
@@ -25,16 +26,62 @@ SWEEP_TILE_S = (1, 2, 4, 8, 16, 32, 64)
 UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
-__all__ = ['check_discrete_hbm_bytes', 'check_discrete_launch_share', 'check_underflow_second_expert']
+#: Exercise 02.1 asks about this shape (the lesson shows S=1024, E=64, K=2).
+HBM_BYTES_SHAPE = dict(B=1, S=2048, E=128, K=4)
+#: Exercise 02.2 asks about the lesson's shape on this chip (the lesson shows the 910B2).
+LAUNCH_SHARE_CHIP = "ascend-310p3"
+#: Exercise 02.4: the token counts whose fused-vs-chain ratio it compares (first and last) and shows.
+TREND_S = (1024, 8192, 65536)
 
-def check_discrete_hbm_bytes(answer) -> CheckResult:
+__all__ = ['check_discrete_hbm_bytes', 'check_discrete_launch_share', 'check_fused_advantage_trend',
+           'check_underflow_second_expert', 'expected_answers', 'fused_advantage', 'HBM_BYTES_SHAPE',
+           'LAUNCH_SHARE_CHIP', 'TREND_S']
+
+
+def expected_answers() -> dict[str, object]:
+    """Each check's truth for the case notebook 02 asks about (what the check itself compares to)."""
+    return {"check_discrete_hbm_bytes": discrete_hbm_bytes_truth(**HBM_BYTES_SHAPE),
+            "check_discrete_launch_share": discrete_launch_share_truth(LAUNCH_SHARE_CHIP),
+            "check_fused_advantage_trend": fused_advantage_trend_truth(),
+            "check_underflow_second_expert": underflow_second_expert_truth()}
+
+
+def discrete_hbm_bytes_truth(B: int, S: int, E: int, K: int) -> int:
+    """Bytes of HBM traffic the discrete chain moves at this shape (float32 logits)."""
+    return simulate_moe_gating(B, S, E, K, version="discrete", hw="ascend-910b2").timeline.hbm_bytes
+
+
+def discrete_launch_share_truth(chip: str) -> float:
+    """Launch overhead as a percentage of the chain's latency at the article's shape on ``chip``."""
+    t = simulate_moe_gating(*(SHAPE[k] for k in "BSEK"), version="discrete", hw=chip).timeline
+    return 100 * t.launch_overhead_us / t.total_us
+
+
+def fused_advantage(S: int, chip: str = "ascend-910b2", E: int = 64, K: int = 2) -> float:
+    """The chain's latency over the fused kernel's (v3, its default tiling) at B=1, S tokens."""
+    chain = simulate_moe_gating(1, S, E, K, version="discrete", hw=chip).latency_us
+    return chain / simulate_moe_gating(1, S, E, K, version="v3", hw=chip).latency_us
+
+
+def fused_advantage_trend_truth(S_from: int = TREND_S[0], S_to: int = TREND_S[-1]) -> str:
+    """'grow' when the fused advantage is larger at ``S_to`` than at ``S_from`` tokens, else 'shrink'."""
+    return "grow" if fused_advantage(S_to) > fused_advantage(S_from) else "shrink"
+
+
+def underflow_second_expert_truth() -> int:
+    """The expert the discrete chain ranks second for :data:`UNDERFLOW_LOGITS` and K=3."""
+    logits = np.array([UNDERFLOW_LOGITS], dtype=np.float32)
+    return int(moe_gating_topk(logits, 3, version="discrete").indices[0][1])
+
+def check_discrete_hbm_bytes(answer, B: int = HBM_BYTES_SHAPE["B"], S: int = HBM_BYTES_SHAPE["S"],
+                             E: int = HBM_BYTES_SHAPE["E"], K: int = HBM_BYTES_SHAPE["K"]) -> CheckResult:
     """How many bytes of HBM traffic does the discrete chain (Softmax → TopK → Renormalise) move
-    at B=1, S=1024, E=64, K=2 with float32 logits? Answer: a whole number of bytes."""
+    at this shape (default B=1, S=2048, E=128, K=4) with float32 logits? Answer: a whole number
+    of bytes."""
     if answer is None:
         return _missing("a whole number of bytes")
-    B, S, E, K = (SHAPE[k] for k in "BSEK")
     t = simulate_moe_gating(B, S, E, K, version="discrete", hw="ascend-910b2").timeline
-    truth = t.hbm_bytes
+    truth = discrete_hbm_bytes_truth(B, S, E, K)
     minimum = B * S * E * 4 + B * S * K * 8
     per_launch = ", ".join(f"{l.name} {l.hbm_bytes:,} B" for l in t.launches)
     value = _whole(answer, BYTES)
@@ -56,14 +103,15 @@ def check_discrete_hbm_bytes(answer) -> CheckResult:
                   "version='discrete').timeline.hbm_bytes` says it too.")
 
 
-def check_discrete_launch_share(answer, chip: str = "ascend-910b2") -> CheckResult:
-    """What share of the discrete chain's latency (B=1, S=1024, E=64, K=2, on the 910B2) is launch
-    overhead? Answer: a percentage (74 or '74%') or a fraction (0.74); within 3 points counts."""
+def check_discrete_launch_share(answer, chip: str = LAUNCH_SHARE_CHIP) -> CheckResult:
+    """What share of the discrete chain's latency (B=1, S=1024, E=64, K=2, on ``chip``, default
+    the 310P3) is launch overhead? Answer: a percentage (74 or '74%') or a fraction (0.74); within
+    3 points counts."""
     if answer is None:
         return _missing("a percentage such as 50 (or a fraction such as 0.5)")
     B, S, E, K = (SHAPE[k] for k in "BSEK")
     t = simulate_moe_gating(B, S, E, K, version="discrete", hw=chip).timeline
-    truth = 100 * t.launch_overhead_us / t.total_us
+    truth = discrete_launch_share_truth(chip)
     value = parse_percent(answer)
     detail = (f"{len(t.launches)} launches \u00d7 {t.launch_overhead_us / len(t.launches):.1f} \u00b5s = "
               f"{t.launch_overhead_us:.1f} \u00b5s of {t.total_us:.1f} \u00b5s")
@@ -79,6 +127,38 @@ def check_discrete_launch_share(answer, chip: str = "ascend-910b2") -> CheckResu
                   "(`timeline.launch_overhead_us / timeline.total_us`).")
 
 
+_TREND_WORDS = {"grow": "grow", "grows": "grow", "larger": "grow", "increase": "grow", "increases": "grow",
+                "bigger": "grow", "up": "grow", "shrink": "shrink", "shrinks": "shrink", "smaller": "shrink",
+                "decrease": "shrink", "decreases": "shrink", "down": "shrink"}
+
+
+def check_fused_advantage_trend(answer) -> CheckResult:
+    """Does the fused kernel's advantage over the discrete chain (chain latency / v3 latency, v3
+    at its default tiling, E=64, K=2 on the 910B2) grow or shrink from S=1024 to S=65536 tokens?
+    Answer ``'grow'`` or ``'shrink'``."""
+    if answer is None:
+        return _missing("'grow' or 'shrink'")
+    said = parse_word(answer, _TREND_WORDS)
+    if said is None:
+        return _wrong(f"Answer 'grow' or 'shrink', not {answer!r}.")
+    first, last = TREND_S[0], TREND_S[-1]
+    ratios = {S: fused_advantage(S) for S in (first, last)}
+    truth = fused_advantage_trend_truth(first, last)
+    evidence = f"the chain takes {ratios[first]:.1f}\u00d7 the fused kernel's time at S={first} and " \
+               f"{ratios[last]:.1f}\u00d7 at S={last}"
+    if said == truth:
+        why = ("the chain's three launch overheads stop mattering, and what is left is its extra HBM "
+               "round trip and its per-copy DMA latency, which grow with the tokens as fast as the "
+               "fused kernel's own work" if truth == "grow" else
+               "the chain's fixed launch overhead, the part fusing removes, becomes a smaller share of "
+               "its time, while the fused kernel's work grows with the tokens too")
+        return _right(f"It does {truth}: {evidence}. As S grows, {why}. The table below shows "
+                      "where each one's time goes.")
+    return _wrong(f"The model says it {truth}s: {evidence}. Hint: what part of the chain's time is "
+                  "fixed (paid once per launch) and what part grows with S, for the chain and for the "
+                  "fused kernel?")
+
+
 def check_underflow_second_expert(answer) -> CheckResult:
     """For one row of logits [-300, 0, -200] and K=3, which expert does the *discrete chain* rank
     second? Answer: an expert index (0, 1 or 2)."""
@@ -86,13 +166,14 @@ def check_underflow_second_expert(answer) -> CheckResult:
         return _missing("an expert index: 0, 1 or 2")
     logits = np.array([UNDERFLOW_LOGITS], dtype=np.float32)
     chain = moe_gating_topk(logits, 3, version="discrete").indices[0]
+    truth = underflow_second_expert_truth()
     fused = moe_gating_topk(logits, 3, version="v1").indices[0]
     value = _whole(answer)
     if value is None or value not in (0, 1, 2):
         return _wrong(f"Answer an expert index 0, 1 or 2, not {answer!r}.")
     why = ("exp(-200) and exp(-300) are both below the smallest float32 (about 1e-45), so both "
            "probabilities are exactly 0.0: a tie, and ties go to the lower expert index")
-    if value == int(chain[1]):
+    if value == truth:
         return _right(f"The chain ranks {chain.tolist()}: {why}. The fused kernel compares the logits "
                       f"themselves (-200 > -300) and ranks {fused.tolist()}. The weights agree (both 0).")
     if value == int(fused[1]):

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..data import ARTICLE_SWEEP_SHAPE
 from .checks import (BYTES, CheckResult, missing as _missing, parse_whole as _whole, right as _right, wrong as _wrong)
-from ..kernels.moe_gating import (UbBudgetError, calculate_moe_gating_tiling, moe_ub_bytes,
-                                 moe_ub_capacity)
+from ..kernels.moe_gating import (UbBudgetError, calculate_moe_gating_tiling, moe_ub_budget,
+                                 moe_ub_bytes, moe_ub_capacity)
 from ..presets import get_preset
 
 
@@ -26,7 +26,33 @@ SWEEP_TILE_S = (1, 2, 4, 8, 16, 32, 64)
 UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
-__all__ = ['first_e_below_tile_s', 'check_largest_tile_s', 'check_tile_s_halving_e', 'check_honest_ub_bytes']
+#: Exercise 03.1 (the lesson shows E=4096, K=2, v2 on the 910B2, where 5 points fit).
+LARGEST_TILE_S_CASE = dict(E=1536, K=8, version="v2", chip="ascend-310p3")
+#: Exercise 03.2 (the lesson's table is the 910B2's).
+HALVING_CASE = dict(version="v2", K=2, chip="ascend-310p3")
+#: Exercise 03.3 (the lesson's budget table is tileS=8, E=64, K=2).
+HONEST_UB_CASE = dict(version="v2", tile_s=2, E=128, K=2)
+
+__all__ = ['first_e_below_tile_s', 'check_largest_tile_s', 'check_tile_s_halving_e', 'check_honest_ub_bytes',
+           'expected_answers', 'LARGEST_TILE_S_CASE', 'HALVING_CASE', 'HONEST_UB_CASE']
+
+
+def expected_answers() -> dict[str, object]:
+    """Each check's truth for the case notebook 03 asks about (what the check itself compares to)."""
+    return {"check_largest_tile_s": largest_tile_s_truth(**LARGEST_TILE_S_CASE),
+            "check_tile_s_halving_e": first_e_below_tile_s(8, **HALVING_CASE),
+            "check_honest_ub_bytes": honest_ub_bytes_truth(**HONEST_UB_CASE)}
+
+
+def honest_ub_bytes_truth(version: str, tile_s: int, E: int, K: int) -> int:
+    """UB bytes ``version`` holds for ``tile_s`` points at E, K (every buffer, every copy)."""
+    return moe_ub_bytes(version, tile_s, E, K)
+
+
+def largest_tile_s_truth(E: int, K: int, version: str, chip: str) -> int:
+    """The most points (tileB = 1) whose ``version`` buffers fit ``chip``'s UB at E, K."""
+    hw = get_preset(chip)
+    return moe_ub_capacity(version, E, K, hw.ub_bytes, hw.block_bytes)
 
 def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
                          chip: str = "ascend-910b2") -> int:
@@ -48,14 +74,16 @@ def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
     return hi
 
 
-def check_largest_tile_s(answer, E: int = 4096, K: int = 2, version: str = "v2",
-                         chip: str = "ascend-910b2") -> CheckResult:
+def check_largest_tile_s(answer, E: int = LARGEST_TILE_S_CASE["E"], K: int = LARGEST_TILE_S_CASE["K"],
+                         version: str = LARGEST_TILE_S_CASE["version"],
+                         chip: str = LARGEST_TILE_S_CASE["chip"]) -> CheckResult:
     """What is the largest tileS (any whole number, tileB = 1) whose ``version`` buffers fit the
-    UB of ``chip`` for E = 4096 experts, K = 2? Answer: a whole number."""
+    UB of ``chip`` for E experts, K (default: E = 1536, K = 8, v2 on the 310P3)? Answer: a whole
+    number."""
     if answer is None:
         return _missing("a whole number of points")
     hw = get_preset(chip)
-    truth = moe_ub_capacity(version, E, K, hw.ub_bytes, hw.block_bytes)
+    truth = largest_tile_s_truth(E, K, version, chip)
     host = calculate_moe_gating_tiling(1, SHAPE["S"], E, K, hw, version=version).tileS
     value = _whole(answer, ("points",))
     if value is None or value < 1:
@@ -80,9 +108,10 @@ def check_largest_tile_s(answer, E: int = 4096, K: int = 2, version: str = "v2",
                   f"{need(2) - need(1):,} B with {version}'s buffers.")
 
 
-def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = "ascend-910b2") -> CheckResult:
+def check_tile_s_halving_e(answer, version: str = HALVING_CASE["version"], K: int = HALVING_CASE["K"],
+                           chip: str = HALVING_CASE["chip"]) -> CheckResult:
     """From which E on (the smallest E) does the host rule choose tileS < 8 for ``version`` on
-    ``chip`` (K = 2)? Answer: a whole number of experts."""
+    ``chip`` (default v2, K = 2, the 310P3)? Answer: a whole number of experts."""
     if answer is None:
         return _missing("a whole number of experts")
     hw = get_preset(chip)
@@ -118,26 +147,31 @@ def check_tile_s_halving_e(answer, version: str = "v2", K: int = 2, chip: str = 
                   "(bisection: halve the interval each time).")
 
 
-def check_honest_ub_bytes(answer, version: str = "v2", tile_s: int = 8) -> CheckResult:
-    """How many bytes of UB does ``version`` hold for tileS = 8 at E = 64, K = 2 (32-byte aligned
-    buffers, every copy)? Answer: a whole number of bytes."""
+def check_honest_ub_bytes(answer, version: str = HONEST_UB_CASE["version"],
+                          tile_s: int = HONEST_UB_CASE["tile_s"], E: int = HONEST_UB_CASE["E"],
+                          K: int = HONEST_UB_CASE["K"]) -> CheckResult:
+    """How many bytes of UB does ``version`` hold for ``tile_s`` points at E, K (default v2,
+    tileS = 2, E = 128, K = 2; 32-byte aligned buffers, every copy)? Answer: a whole number of
+    bytes."""
     if answer is None:
         return _missing("a whole number of bytes")
-    E, K = SHAPE["E"], SHAPE["K"]
-    truth = moe_ub_bytes(version, tile_s, E, K)
+    truth = honest_ub_bytes_truth(version, tile_s, E, K)
     formula = tile_s * (E * 4 + K * 8)
     value = _whole(answer, BYTES)
     if value is None:
         return _wrong(f"Answer a whole number of bytes, not {answer!r}.")
+    buffers = moe_ub_budget(version, tile_s, E, K)
+    listing = ", ".join(f"{b.name} {b.elements} \u00d7 {b.copies}" for b in buffers)
     if value == truth:
-        return _right(f"{truth:,} B, against the article's {formula:,} B: {version} double-buffers its "
-                      "queues, so every buffer is there twice (and each is rounded up to whole 32-byte "
-                      "blocks, which costs nothing here because 8 points give whole blocks).")
+        return _right(f"{truth:,} B against the article's {formula:,} B. The buffers (elements \u00d7 "
+                      f"copies): {listing}. {version} keeps two copies of every queue buffer, and each "
+                      "point's row starts on a 32-byte block: K values are padded to a whole block.")
     if value == formula:
-        return _wrong(f"{formula:,} B is the article's formula: one copy of each buffer. {version} is "
-                      "double-buffered. Hint: `moe_ub_budget(version, 8, 64, 2)` lists every buffer.")
-    return _wrong(f"{value:,} B is not it. Hint: scores 8\u00d764 float32, top-k values 8\u00d72 float32 and "
-                  "indices 8\u00d72 int32, each rounded up to 32 B, times the number of copies.")
+        return _wrong(f"{formula:,} B is the article's formula: one copy of each buffer, no padding. "
+                      f"Hint: `moe_ub_budget({version!r}, {tile_s}, {E}, {K})` lists every buffer.")
+    return _wrong(f"{value:,} B is not it. Hint: per point, {E} float32 scores, {K} float32 top-k values "
+                  f"and {K} int32 indices, each row padded to whole 32-byte blocks; {tile_s} points; "
+                  "times the number of copies.")
 
 
 # ---- kernel exercises ---------------------------------------------------------------------------

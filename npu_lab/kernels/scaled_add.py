@@ -45,14 +45,16 @@ class ScaledAddTiling(Int32Struct):
         return start, min(self.block_len, self.total - start)
 
 
-def _block_classes(block_dim, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+def scaled_add_block_classes(block_dim, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+    """Which blocks run the same instruction stream (the simulator times one block per class):
+    every block's element count -- all equal but the last one's."""
     t = ScaledAddTiling.unpack(tiling_bytes)
     lengths = np.full(block_dim, t.block_len)
     lengths[-1] = t.total - (block_dim - 1) * t.block_len
     return lengths
 
 
-@npu_kernel(block_classes=_block_classes)
+@npu_kernel(block_classes=scaled_add_block_classes)
 def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalTensor,
                       alpha: float, tiling_bytes: bytes):
     """z = alpha·x + y over this block's slice, tile by tile. Pipes: MTE2 → V → MTE3.
@@ -96,6 +98,15 @@ def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalT
         z_out.free_tensor(z)
 
 
+def largest_tile_len(hw: HardwareSpec | str, num_buffers: int) -> int:
+    """The largest ``tile_len`` (elements, a multiple of 8 = one 32-byte block of float32) whose
+    three float32 queues (x, y, z) of ``num_buffers`` slots each fit ``hw``'s Unified Buffer."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    if not _is_int(num_buffers) or num_buffers not in (1, 2):
+        raise ValueError(f"num_buffers must be 1 (single) or 2 (double buffering), got {num_buffers!r}")
+    return (hw.ub_bytes // (3 * int(num_buffers) * 4)) // 8 * 8
+
+
 def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
@@ -132,7 +143,7 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
         raise ValueError(f"block_dim must be a whole number >= 1 (or None for one block per core), got {block_dim!r}")
     need = 3 * num_buffers * tile_len * 4
     if need > hw.ub_bytes:
-        largest = (hw.ub_bytes // (3 * num_buffers * 4)) // 8 * 8
+        largest = largest_tile_len(hw, num_buffers)
         raise ValueError(f"tile_len={tile_len} with {num_buffers} buffer(s) needs {need} B of UB "
                          f"(3 queues); {hw.name} has {hw.ub_bytes} B. Largest tile_len: {largest}")
     if n % 8 and hw.isa == "ascend310p":

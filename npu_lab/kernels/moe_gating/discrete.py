@@ -83,27 +83,29 @@ GENERIC_ROWS_PER_TILE = 8   # what a shape-agnostic library kernel picks: small 
 RENORM_MAX_K = 56
 
 
-def _round(n: int, m: int) -> int:
+def align_up(n: int, m: int) -> int:
+    """``n`` rounded up to a multiple of ``m`` (AlignUp in Ascend C's host code)."""
     return ceil_div(n, m) * m
 
 
-def _bytes(n_elements: int, itemsize: int = 4) -> int:
-    return _round(n_elements * itemsize, 32)
+def aligned_bytes(n_elements: int, itemsize: int = 4) -> int:
+    """Bytes of ``n_elements`` of ``itemsize`` bytes, rounded up to whole 32-byte UB blocks."""
+    return align_up(n_elements * itemsize, 32)
 
 
-def _reduce_tmp_elements(E: int) -> int:
+def reduce_tmp_elements(E: int) -> int:
     """sharedTmpBuffer for ReduceMax(calIndex) and ReduceSum over E float32 (the larger)."""
-    return _round(max(reduce_max_tmp_elements(E, 4, True), ceil_div(max(1, ceil_div(E * 4, 256)), 8) * 8), 8)
+    return align_up(max(reduce_max_tmp_elements(E, 4, True), ceil_div(max(1, ceil_div(E * 4, 256)), 8) * 8), 8)
 
 
 def topk_ub_buffers(rows: int, E: int, K: int) -> dict:
     """UB bytes of every buffer the TopK kernel's sort path (the 910B's) allocates for ``rows``
     rows: the largest of the three kernels' budgets (the 310P's argmax path needs less)."""
-    Ea = _round(E, 32)
-    return {"sorted_a": _bytes(2 * rows * Ea), "sorted_b": _bytes(2 * rows * Ea),
-            "probs": _bytes(rows * Ea), "expert_iota": _bytes(rows * Ea),
-            "value_pattern": _bytes(ceil_div(2 * rows * Ea, 32)), "index_pattern": _bytes(ceil_div(2 * rows * Ea, 32)),
-            "values": _bytes(rows * K), "indices": _bytes(rows * K)}
+    Ea = align_up(E, 32)
+    return {"sorted_a": aligned_bytes(2 * rows * Ea), "sorted_b": aligned_bytes(2 * rows * Ea),
+            "probs": aligned_bytes(rows * Ea), "expert_iota": aligned_bytes(rows * Ea),
+            "value_pattern": aligned_bytes(ceil_div(2 * rows * Ea, 32)), "index_pattern": aligned_bytes(ceil_div(2 * rows * Ea, 32)),
+            "values": aligned_bytes(rows * K), "indices": aligned_bytes(rows * K)}
 
 
 def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int) -> RowTiling:
@@ -127,14 +129,16 @@ def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int) -> RowTiling:
     return RowTiling(N, E, K, rows)
 
 
-def _row_classes(block_dim, *args):
+def row_block_classes(block_dim, *args):
+    """Which blocks run the same instruction stream (the simulator times one block per class):
+    blocks whose sequences of row-tile sizes are equal."""
     t = RowTiling.unpack(args[-1])
     sizes = np.minimum(t.rows, t.N - np.arange(t.tiles) * t.rows)
     seqs = [sizes[b::block_dim].tobytes() for b in range(block_dim)]
     return np.unique(np.array(seqs, dtype=object), return_inverse=True)[1]
 
 
-def _my_tiles(ctx, t: RowTiling):
+def row_tiles(ctx, t: RowTiling):
     """(j, tile) of this block's row tiles, through ctx.tile_loop (fast-forwarded when timing-only);
     an iteration's work depends on its tile's rows and on whether it is the block's first."""
     mine = list(range(ctx.get_block_idx(), t.tiles, ctx.get_block_num()))
@@ -142,14 +146,15 @@ def _my_tiles(ctx, t: RowTiling):
     return ((j, mine[j]) for j in ctx.tile_loop(len(mine), key=lambda j: (sizes[j], j == 0)))
 
 
-def _tbuf(ctx, nbytes: int, name: str, dtype=np.float32):
+def calc_buffer(ctx, nbytes: int, name: str, dtype=np.float32):
+    """Scratch UB: ``TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, nbytes); b.Get<dtype>()``."""
     buf = TBuf(TPosition.VECCALC)
     ctx.pipe.init_buffer(buf, nbytes, name=name)
     return buf.get(dtype)
 
 
 # ---- 1. Softmax ---------------------------------------------------------------------------------
-def _row_bcast_op(ctx, op, dst, src0, bcast, rows: int, Es: int, chunks) -> None:
+def row_bcast_op(ctx, op, dst, src0, bcast, rows: int, Es: int, chunks) -> None:
     """dst = src0 <op> row value, the row's value (Brcb: one 32-B block per row) broadcast by
     src1 block stride 0. Rows of up to 255 blocks: a repeat per row, one instruction per 64-wide
     column chunk. Wider rows do not fit the uint8 repeat stride (BinaryRepeatParams.md): one
@@ -167,21 +172,21 @@ def _row_bcast_op(ctx, op, dst, src0, bcast, rows: int, Es: int, chunks) -> None
         if tail:
             op(dst[row + 64 * full], src0[row + 64 * full], bcast[8 * i], tail, 1,
                BinaryRepeatParams(1, 1, 0, 8, 8, 0))
-@npu_kernel(block_classes=_row_classes)
+@npu_kernel(block_classes=row_block_classes)
 def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
     """Softmax over each row of [N, E]. Pipes: MTE2 → V (max, sub, exp, sum, div) → MTE3."""
     t = RowTiling.unpack(tiling_bytes)
     E, R = t.E, t.rows
-    Es = _round(E, 16)                          # whole 32-B blocks for float32 and float16 rows
-    R32 = _round(R, 32)
+    Es = align_up(E, 16)                          # whole 32-B blocks for float32 and float16 rows
+    R32 = align_up(R, 32)
     x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
-    ctx.pipe.init_buffer(x_q, 1, _bytes(R * Es), name="x")
-    ctx.pipe.init_buffer(y_q, 1, _bytes(R * Es), name="y")
-    scratch = _tbuf(ctx, _bytes(3 * R32 + _reduce_tmp_elements(E)), "row_scratch")
+    ctx.pipe.init_buffer(x_q, 1, aligned_bytes(R * Es), name="x")
+    ctx.pipe.init_buffer(y_q, 1, aligned_bytes(R * Es), name="y")
+    scratch = calc_buffer(ctx, aligned_bytes(3 * R32 + reduce_tmp_elements(E)), "row_scratch")
     pairs, row_values, tmp = scratch, scratch[2 * R32], scratch[3 * R32]
-    bcast = _tbuf(ctx, _bytes(_round(R, 8) * 8), "row_bcast")
+    bcast = calc_buffer(ctx, aligned_bytes(align_up(R, 8) * 8), "row_bcast")
     chunks = [(c, min(64, Es - c)) for c in range(0, Es, 64)]
-    for _j, tile in _my_tiles(ctx, t):
+    for _j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
         load_rows(ctx, x.reinterpret_cast(logits_gm.dtype), logits_gm[first * E], r, E, Es)
@@ -199,7 +204,7 @@ def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
             for i in range(r):
                 ctx.reduce_max(row_values[i], src[i * Es], tmp, E)
         ctx.brcb(bcast, row_values, ceil_div(r, 8), BrcbRepeatParams(1, 8))
-        _row_bcast_op(ctx, ctx.sub, y, src, bcast, r, Es, chunks)   # x - max
+        row_bcast_op(ctx, ctx.sub, y, src, bcast, r, Es, chunks)   # x - max
         ctx.exp(y, y, r * Es)                   # all E exponentials
         if E <= 64:                             # row sums
             ctx.whole_reduce_sum(row_values, y, E, r, 1, 1, Es // 8)
@@ -207,7 +212,7 @@ def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
             for i in range(r):
                 ctx.reduce_sum(row_values[i], y[i * Es], tmp, E)
         ctx.brcb(bcast, row_values, ceil_div(r, 8), BrcbRepeatParams(1, 8))
-        _row_bcast_op(ctx, ctx.div, y, y, bcast, r, Es, chunks)     # / sum
+        row_bcast_op(ctx, ctx.div, y, y, bcast, r, Es, chunks)     # / sum
         x_q.free_tensor(x)
         y_q.enque(y)
         y = y_q.deque(np.float32)
@@ -216,7 +221,7 @@ def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
 
 
 # ---- 2. TopK ------------------------------------------------------------------------------------
-def _merge_rows(ctx, a, b, r: int, Ea: int):
+def merge_rows(ctx, a, b, r: int, Ea: int):
     """MrgSort each row's Ea/32 sorted lists of 32 pairs into one, 4 lists at a time, ping-pong
     between ``a`` and ``b``; returns the buffer holding the sorted rows."""
     lengths = [32] * (Ea // 32)
@@ -240,19 +245,19 @@ def _merge_rows(ctx, a, b, r: int, Ea: int):
     return src
 
 
-def _topk_sort(ctx, t, probs_gm, values_gm, indices_gm):
+def topk_by_sort(ctx, t, probs_gm, values_gm, indices_gm):
     """910B: full sort of every row (Sort32 + MrgSort), then the first K pairs by GatherMask."""
     E, K, R = t.E, t.K, t.rows
-    Ea = _round(E, 32)
+    Ea = align_up(E, 32)
     sizes = topk_ub_buffers(R, E, K)
-    sorted_a = _tbuf(ctx, sizes["sorted_a"], "sorted_a")   # first: Sort32's dst is 256-B aligned
-    sorted_b = _tbuf(ctx, sizes["sorted_b"], "sorted_b")
+    sorted_a = calc_buffer(ctx, sizes["sorted_a"], "sorted_a")   # first: Sort32's dst is 256-B aligned
+    sorted_b = calc_buffer(ctx, sizes["sorted_b"], "sorted_b")
     x_q = TQue(TPosition.VECIN, 1)
     v_q, i_q = TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
     ctx.pipe.init_buffer(x_q, 1, sizes["probs"], name="probs")
-    iota = _tbuf(ctx, sizes["expert_iota"], "expert_iota", np.int32)
-    value_pattern = _tbuf(ctx, sizes["value_pattern"], "value_pattern", np.uint32)
-    index_pattern = _tbuf(ctx, sizes["index_pattern"], "index_pattern", np.uint32)
+    iota = calc_buffer(ctx, sizes["expert_iota"], "expert_iota", np.int32)
+    value_pattern = calc_buffer(ctx, sizes["value_pattern"], "value_pattern", np.uint32)
+    index_pattern = calc_buffer(ctx, sizes["index_pattern"], "index_pattern", np.uint32)
     ctx.pipe.init_buffer(v_q, 1, sizes["values"], name="values")
     ctx.pipe.init_buffer(i_q, 1, sizes["indices"], name="indices")
 
@@ -276,7 +281,7 @@ def _topk_sort(ctx, t, probs_gm, values_gm, indices_gm):
     ctx.set_flag("S_V", 0)
     ctx.wait_flag("S_V", 0)
 
-    for _j, tile in _my_tiles(ctx, t):
+    for _j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
         load_rows(ctx, x, probs_gm[first * E], r, E, Ea, pad=NEG_INF)
@@ -284,7 +289,7 @@ def _topk_sort(ctx, t, probs_gm, values_gm, indices_gm):
         x = x_q.deque(np.float32)
         ctx.sort32(sorted_a, x, iota.reinterpret_cast(np.uint32), r * Ea // 32)
         x_q.free_tensor(x)
-        result = _merge_rows(ctx, sorted_a, sorted_b, r, Ea)
+        result = merge_rows(ctx, sorted_a, sorted_b, r, Ea)
         v = v_q.alloc_tensor(np.float32)
         i = i_q.alloc_tensor(np.int32)
         ctx.gather_mask(v, result, value_pattern, True, 2 * r * Ea, GatherMaskParams(1, 1, 8, 8))
@@ -299,21 +304,21 @@ def _topk_sort(ctx, t, probs_gm, values_gm, indices_gm):
         i_q.free_tensor(i)
 
 
-def _topk_argmax(ctx, t, probs_gm, values_gm, indices_gm):
+def topk_by_argmax(ctx, t, probs_gm, values_gm, indices_gm):
     """310P: K rounds of ReduceMax(calIndex) per row; the scalar unit records the winner and
     knocks it out with -inf."""
     E, K, R = t.E, t.K, t.rows
-    Ea = _round(E, 32)
+    Ea = align_up(E, 32)
     sizes = topk_ub_buffers(R, E, K)
     x_q = TQue(TPosition.VECIN, 1)
     v_q, i_q = TQue(TPosition.VECOUT, 1), TQue(TPosition.VECOUT, 1)
     ctx.pipe.init_buffer(x_q, 1, sizes["probs"], name="probs")
     ctx.pipe.init_buffer(v_q, 1, sizes["values"], name="values")
     ctx.pipe.init_buffer(i_q, 1, sizes["indices"], name="indices")
-    scratch = _tbuf(ctx, _bytes(8 + _reduce_tmp_elements(E)), "row_scratch")
+    scratch = calc_buffer(ctx, aligned_bytes(8 + reduce_tmp_elements(E)), "row_scratch")
     pair, tmp = scratch, scratch[8]
     pair_bits = pair.reinterpret_cast(np.uint32)
-    for j, tile in _my_tiles(ctx, t):
+    for j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
         if j > 0:
@@ -352,19 +357,19 @@ def _topk_argmax(ctx, t, probs_gm, values_gm, indices_gm):
     ctx.wait_flag("MTE3_S", 0)
 
 
-@npu_kernel(block_classes=_row_classes)
+@npu_kernel(block_classes=row_block_classes)
 def topk_sort_kernel(ctx, probs_gm, values_gm, indices_gm, tiling_bytes):
     """Generic TopK of every row of [N, E] probabilities: a full sort (Sort32 + MrgSort) on the
     910B, K rounds of ReduceMax on the 310P (which has no Sort32 / MrgSort)."""
     t = RowTiling.unpack(tiling_bytes)
     if check_supported(ctx.hw.isa, "Sort32") is None and check_supported(ctx.hw.isa, "MrgSort") is None:
-        _topk_sort(ctx, t, probs_gm, values_gm, indices_gm)
+        topk_by_sort(ctx, t, probs_gm, values_gm, indices_gm)
     else:
-        _topk_argmax(ctx, t, probs_gm, values_gm, indices_gm)
+        topk_by_argmax(ctx, t, probs_gm, values_gm, indices_gm)
 
 
 # ---- 3. Renormalise -----------------------------------------------------------------------------
-@npu_kernel(block_classes=_row_classes)
+@npu_kernel(block_classes=row_block_classes)
 def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
     """weights = values / sum(values) per row of the compact [N, K]: per row a bit-masked
     WholeReduceSum and a bit-masked Div inside the 32-byte-aligned repeat holding the row."""
@@ -374,11 +379,11 @@ def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
         raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: "
                          f"K <= {RENORM_MAX_K}, got K={K}")
     x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
-    ctx.pipe.init_buffer(x_q, 1, _bytes(_round(R * K, 64)), name="values")
-    ctx.pipe.init_buffer(y_q, 1, _bytes(_round(R * K, 64)), name="weights")
-    row_sum = _tbuf(ctx, _bytes(_round(R, 8)), "row_sum")
-    bcast = _tbuf(ctx, _bytes(_round(R, 8) * 8), "row_bcast")
-    for _j, tile in _my_tiles(ctx, t):
+    ctx.pipe.init_buffer(x_q, 1, aligned_bytes(align_up(R * K, 64)), name="values")
+    ctx.pipe.init_buffer(y_q, 1, aligned_bytes(align_up(R * K, 64)), name="weights")
+    row_sum = calc_buffer(ctx, aligned_bytes(align_up(R, 8)), "row_sum")
+    bcast = calc_buffer(ctx, aligned_bytes(align_up(R, 8) * 8), "row_bcast")
+    for _j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
         load_rows(ctx, x, values_gm[first * K], 1, r * K, r * K)
