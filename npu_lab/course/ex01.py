@@ -14,6 +14,7 @@ import math
 from .checks import (US, CheckResult, missing as _missing, parse_number as _as_number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from ..presets import get_preset
+from ..sim.launch_cost import full_launch_overhead_us
 
 __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
            "check_double_buffering_one_tile", "check_largest_tile_len"]
@@ -29,21 +30,22 @@ def check_launch_overhead(answer) -> CheckResult:
     if answer is None:
         return _missing("a number of microseconds, e.g. 3.5")
     hw = get_preset("ascend-910b2")
-    truth = hw.launch_overhead_us
+    truth = full_launch_overhead_us(hw)        # fixed part + per core, on all vector cores
     value = _as_number(answer, US)
     kind, note = hw.provenance.get("launch_overhead_us", ("unspecified", ""))
     if value is None:
         return _wrong(f"{answer!r} is not a number of microseconds. Hint: look for the "
                       "launch_overhead_us row of the preset table.")
     if math.isclose(value, truth, rel_tol=0.01):
-        return _right(f"The 910B2 preset charges {truth:g} \u00b5s per launch (provenance: {kind}, "
-                      f"{note}). It is paid once per launch, however many blocks run, which is why a "
-                      "chain of small kernels is launch-bound.")
+        return _right(f"The 910B2 preset charges {truth:g} \u00b5s per launch on all {hw.vector_cores} vector "
+                      f"cores: a fixed {hw.launch_overhead_us:g} \u00b5s (provenance: {kind}, {note}) plus "
+                      f"{hw.launch_per_core_us:g} \u00b5s per core started. It is paid once per launch, however "
+                      "many blocks run, which is why a chain of small kernels is launch-bound.")
     if math.isclose(value, truth * 1000, rel_tol=0.01):
         return _wrong(f"{value:g} looks like nanoseconds; the answer is wanted in microseconds.")
     return _wrong(f"{value:g} \u00b5s is not what the preset says. Hint: "
-                  "get_preset('ascend-910b2').launch_overhead_us, or the `host` bar at the start of "
-                  "the timeline.")
+                  "the `host` bar at the start of the timeline, or the preset table: launch_overhead_us "
+                  "plus launch_per_core_us for each of the 48 vector cores.")
 
 
 _PIPE_ALIASES = {"scalar": "S", "vector": "V", "dma in": "MTE2", "dma out": "MTE3", "cube": "M"}
