@@ -51,6 +51,10 @@ def _discrete():
 def test_discrete_hbm_bytes():
     truth = _discrete().hbm_bytes
     assert "Softmax" in _right(check_discrete_hbm_bytes(truth))
+    # counting the read-backs of the intermediates too: the model serves those from L2
+    from_l2 = _discrete().l2_hit_bytes
+    assert from_l2 > 0 and "probs" in _right(check_discrete_hbm_bytes(truth))
+    assert "L2" in _wrong(check_discrete_hbm_bytes(truth + from_l2))
     _right(check_discrete_hbm_bytes(f"{truth:,}"))
     assert "minimum" in _wrong(check_discrete_hbm_bytes(1024 * 64 * 4 + 1024 * 2 * 8))
     assert "kilobytes" in _wrong(check_discrete_hbm_bytes(truth // 1024))
