@@ -32,6 +32,7 @@ from .kernels.moe_gating import (ARTICLE_TILE_S, VERSIONS, moe_gating_topk, moe_
 from .lang import UbOverflowError
 from .presets import get_preset, list_presets
 from .sim import SimulationError
+from .sim.launch_cost import full_launch_overhead_us
 
 PROG = "python -m npu_lab"
 ERROR_PREFIX = "npu_lab: error:"
@@ -323,7 +324,7 @@ def cmd_chips(args) -> int:
             print(f"{name:<14} (unavailable: {exc})")
             continue
         print(f"{name:<14} {hw.vector_cores:>12} {hw.clock_ghz:>9.2f} {hw.ub_bytes / 1024:>6.0f} "
-              f"{hw.hbm_bandwidth_gbps:>9.0f} {hw.launch_overhead_us:>9.1f}  {hw.description}")
+              f"{hw.hbm_bandwidth_gbps:>9.0f} {full_launch_overhead_us(hw):>9.1f}  {hw.description}")
     print(f"details and provenance: {PROG} chips --show NAME")
     return 0
 

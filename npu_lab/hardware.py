@@ -5,6 +5,8 @@ A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_
 
 * ``datasheet``  — published by the vendor (product pages, white papers);
 * ``vendor-config`` — the SoC configuration files that ship with CANN;
+* ``vendor-guide`` — a number or shape from the vendor's performance guide (asc-devkit
+  docs/zh/guide/算子实践参考/SIMD算子性能优化/), the page named in the note;
 * ``assumed``    — nobody publishes it: a plausible guess, labelled so the learner knows;
 * ``fitted``     — least-squares fitted to published measurements (see :mod:`npu_lab.fit`);
 * ``convention`` — a modelling choice rather than a measurement.
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-PROVENANCE_KINDS = ("datasheet", "vendor-config", "assumed", "fitted", "convention")
+PROVENANCE_KINDS = ("datasheet", "vendor-config", "vendor-guide", "assumed", "fitted", "convention")
 
 # Per-field unit and one-line meaning: the table view and the docs read this.
 FIELD_DOCS: dict[str, tuple[str, str]] = {
@@ -53,8 +55,12 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "scalar_exp_cycles": ("cycles", "one scalar exp (software routine on the scalar unit)"),
     "scalar_issue_cycles": ("cycles", "scalar-unit cost to issue one instruction to another pipe"),
     "cube_fractal_cycles": ("cycles", "one 16x16x16 fp16 fractal MMAD on a cube core"),
-    "launch_overhead_us": ("us", "fixed cost of one kernel launch (host + task scheduler)"),
+    "launch_overhead_us": ("us", "fixed part of one kernel launch (host + task scheduler); "
+                           "launch_per_core_us is added per core started"),
     "block_dispatch_us": ("us", "time the task scheduler needs to hand one block to a core"),
+    # ---- memory hierarchy and launch (docs/cost_model_system.md) ----
+    "l2_bandwidth_gbps": ("GB/s", "L2 cache bandwidth of the whole chip (reads that hit L2)"),
+    "launch_per_core_us": ("us", "launch (head) overhead added per core a launch starts"),
 }
 
 _INT_FIELDS = {
@@ -106,6 +112,9 @@ class HardwareSpec:
     cube_fractal_cycles: float
     launch_overhead_us: float
     block_dispatch_us: float
+    # ---- memory hierarchy and launch (docs/cost_model_system.md) ----
+    l2_bandwidth_gbps: float
+    launch_per_core_us: float
     description: str = ""
     isa: str = "ascend910b"
     provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
@@ -129,6 +138,8 @@ class HardwareSpec:
         return bandwidth_gbps / self.clock_ghz
 
     def cores(self, core_type: str = "vector") -> int:
+        """Cores of one kind: ``"vector"`` (AIV) or ``"cube"`` (AIC). A kernel *type* such as
+        ``"mix"`` is priced by :mod:`npu_lab.sim.launch_cost`."""
         if core_type == "vector":
             return self.vector_cores
         if core_type == "cube":
@@ -282,7 +293,7 @@ def _validate(spec: HardwareSpec) -> None:
             object.__setattr__(spec, name, int(value))
         elif not isinstance(value, (int, float)):
             object.__setattr__(spec, name, float(value))     # numpy scalars -> Python floats
-    positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps",
+    positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps", "l2_bandwidth_gbps",
                 "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes"]
     for name in positive:
         if getattr(spec, name) <= 0:

@@ -14,6 +14,7 @@ from npu_lab.data import load_article_tile_sweep
 from npu_lab.kernels.moe_gating import moe_ub_bytes, moe_ub_capacity, simulate_moe_gating
 from npu_lab.course.pipeline_diagram import steady_state_period
 from npu_lab.presets import get_preset
+from npu_lab.sim.launch_cost import full_launch_overhead_us
 
 HW = get_preset("ascend-910b2")
 P310 = get_preset("ascend-310p3")     # several of notebooks 01-03's exercises ask about the 310P3
@@ -41,7 +42,7 @@ def _article_factor():
 
 # (check, truth, answers that must be right, answers that must be wrong)
 CASES = {
-    "launch_overhead": (ex01.check_launch_overhead, lambda: 3 * P310.launch_overhead_us,
+    "launch_overhead": (ex01.check_launch_overhead, lambda: 3 * full_launch_overhead_us(P310),
                         lambda t: [t, t * 1.009], lambda t: [t * 1.02, t * 0.98, t + 1, t - 1]),
     "largest_tile_len": (ex01.check_largest_tile_len, lambda: P310.ub_bytes // 24 // 8 * 8,
                          lambda t: [t], lambda t: [t - 8, t + 8, t - 1, t + 1]),

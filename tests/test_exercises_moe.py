@@ -54,6 +54,10 @@ def _discrete(S=1024, E=64, K=2, chip="ascend-910b2"):
 def test_discrete_hbm_bytes():
     truth = _discrete(2048, 128, 4).hbm_bytes           # exercise 02.2's shape
     assert "Softmax" in _right(check_discrete_hbm_bytes(truth))
+    # counting the read-backs of the intermediates too: the model serves those from L2
+    from_l2 = _discrete().l2_hit_bytes
+    assert from_l2 > 0 and "probs" in _right(check_discrete_hbm_bytes(truth))
+    assert "L2" in _wrong(check_discrete_hbm_bytes(truth + from_l2))
     _right(check_discrete_hbm_bytes(f"{truth:,}"))
     assert "minimum" in _wrong(check_discrete_hbm_bytes(2048 * 128 * 4 + 2048 * 4 * 8))
     _right(check_discrete_hbm_bytes(_discrete().hbm_bytes, S=1024, E=64, K=2))

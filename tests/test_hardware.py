@@ -17,6 +17,7 @@ import pytest
 from npu_lab import HardwareSpec, HardwareSpecError, compare_presets, get_preset, list_presets
 from npu_lab.hardware import FIELD_DOCS, PROVENANCE_KINDS
 from npu_lab.presets import DATA_DIR
+from npu_lab.sim.launch_cost import full_launch_overhead_us
 
 KB = 1024
 MB = 1024 * 1024
@@ -47,7 +48,9 @@ def test_910b2_key_numbers():
     assert (hw.l1_bytes, hw.l0a_bytes, hw.l0b_bytes, hw.l0c_bytes) == (512 * KB, 64 * KB, 64 * KB, 128 * KB)
     assert hw.l2_bytes == 192 * MB
     assert hw.hbm_bandwidth_gbps == pytest.approx(1600, rel=0.05)
-    assert hw.launch_overhead_us == pytest.approx(20)
+    # about 20 us for an empty kernel on all 48 vector cores: the fixed part plus 48 per-core parts
+    assert full_launch_overhead_us(hw) == pytest.approx(20)
+    assert hw.launch_overhead_us + 48 * hw.launch_per_core_us == pytest.approx(20)
 
 
 def test_310p3_key_numbers():

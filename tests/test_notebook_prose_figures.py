@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from npu_lab import get_preset
+from npu_lab.sim.launch_cost import full_launch_overhead_us
 from npu_lab.kernels.moe_gating import autotune, simulate_moe_gating
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -52,7 +53,8 @@ FIGURES = [
                  id="07-fused-10x-crossing"),
     pytest.param("07", r"Dispatch per block, about ([\d.]+) µs", lambda: ARTICLE().block_dispatch_us, 0.05,
                  id="07-fitted-dispatch"),
-    pytest.param("07", r"Launch overhead, about (\d+) µs against", lambda: ARTICLE().launch_overhead_us, 0.05,
+    # the whole launch on all cores (fixed part + per core), like the 20 µs measure it is set against
+    pytest.param("07", r"Launch overhead, about (\d+) µs against", lambda: full_launch_overhead_us(ARTICLE()), 0.05,
                  id="07-fitted-launch"),
     pytest.param("07", r"Scalar UB access, about (\d+) cycles", lambda: ARTICLE().scalar_ub_access_cycles, 0.05,
                  id="07-fitted-ub-access"),

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from npu_lab import GlobalTensor, SimulationError, Timeline, get_preset, launch, npu_kernel
 from npu_lab.lang import TBuf
 from npu_lab.kernels.scaled_add import scaled_add
+from npu_lab.sim.launch_cost import launch_overhead_us
 from npu_lab.sim.schedule import schedule_blocks
 
 HW = get_preset("ascend-910b2")
@@ -90,7 +91,7 @@ def test_dispatch_cost_is_charged_per_block():
 
 def test_whole_microsecond_fractions_are_not_rounded_up_by_float_noise():
     """0.07 us at 1.8 GHz is exactly 126 cycles, so the first block starts at cycle 126."""
-    hw = HW.replace(block_dispatch_us=0.07, launch_overhead_us=0.07)
+    hw = HW.replace(block_dispatch_us=0.07, launch_overhead_us=0.07, launch_per_core_us=0.0)
     (rec,) = launch(busy_vector_kernel, 1, 1, hw=hw, timing_only=True).launches
     assert rec.block_start[0] == 126
     assert rec.overhead_cycles == 126
@@ -100,10 +101,10 @@ def test_launch_overhead_is_added_once_per_launch():
     """Raising launch_overhead_us by 10 us adds exactly 10 us, whatever the block count."""
     for block_dim in (1, 48, 200):
         base = launch(busy_vector_kernel, block_dim, 5, hw=HW, timing_only=True)
-        slow = launch(busy_vector_kernel, block_dim, 5, hw=HW.replace(launch_overhead_us=30.0),
+        slow = launch(busy_vector_kernel, block_dim, 5, hw=HW.replace(launch_overhead_us=HW.launch_overhead_us + 10.0),
                       timing_only=True)
         assert slow.total_us - base.total_us == pytest.approx(10.0)
-        assert base.launch_overhead_us == pytest.approx(HW.launch_overhead_us)
+        assert base.launch_overhead_us == pytest.approx(launch_overhead_us(HW, "vector", block_dim))
 
 
 def test_first_instruction_starts_after_the_launch_overhead():
@@ -125,7 +126,8 @@ def test_concat_adds_launches():
     assert len(both.launches) == 3
     assert both.total_us == pytest.approx(a.total_us + b.total_us + c.total_us)
     assert both.hbm_bytes == a.hbm_bytes + b.hbm_bytes + c.hbm_bytes
-    assert both.launch_overhead_us == pytest.approx(3 * HW.launch_overhead_us)
+    assert both.launch_overhead_us == pytest.approx(sum(launch_overhead_us(HW, l.kernel_type, l.block_dim)
+                                                        for l in both.launches))
     df = both.events()
     assert sorted(df["launch"].unique()) == [0, 1, 2]
     second = df[df["launch"] == 1]
@@ -230,7 +232,7 @@ def test_roofline_floor_binds_when_hbm_is_tiny():
     floor_cycles = tl.hbm_bytes / tiny.bytes_per_cycle(tiny.hbm_bandwidth_gbps)
     assert rec.block_end.max() < floor_cycles  # the scheduled time alone would beat the roofline
     assert body_cycles(tl) == pytest.approx(floor_cycles)
-    assert tl.total_us == pytest.approx(tiny.launch_overhead_us + tl.hbm_bytes / 1e3)  # 1 GB/s = 1e3 B/us
+    assert tl.total_us == pytest.approx(launch_overhead_us(tiny, "vector", 2) + tl.hbm_bytes / 1e3)  # 1 GB/s = 1e3 B/us
     verdict, evidence = tl.bottleneck()
     assert verdict == "memory" and "HBM" in evidence
 

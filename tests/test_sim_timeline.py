@@ -199,7 +199,7 @@ def test_exp_on_every_core_is_compute_bound():
 def test_serialised_pipes_are_sync_bound():
     """Load, barrier, compute, barrier, store on every core and no launch or dispatch overhead: no pipe is
     busy most of the time, the pipes wait on each other: 'sync'."""
-    hw = HW.replace(launch_overhead_us=0.0, block_dispatch_us=0.0)
+    hw = HW.replace(launch_overhead_us=0.0, launch_per_core_us=0.0, block_dispatch_us=0.0)
     src = GlobalTensor.empty(4096, np.float32, "src", timing_only=True)
     dst = GlobalTensor.empty(4096, np.float32, "dst", timing_only=True)
     tl = launch(serial_kernel, hw.vector_cores, src, dst, hw=hw, timing_only=True)

@@ -14,6 +14,7 @@ import math
 from .checks import (US, CheckResult, missing as _missing, parse_number as _as_number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from ..presets import get_preset
+from ..sim.launch_cost import full_launch_overhead_us
 
 __all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
            "check_double_buffering_one_tile", "check_largest_tile_len", "expected_answers",
@@ -40,7 +41,7 @@ def expected_answers() -> dict[str, object]:
 
 def launch_overhead_truth(chip: str = "ascend-310p3", launches: int = 3) -> float:
     """µs of launch overhead that ``launches`` kernel launches pay on ``chip``."""
-    return launches * get_preset(chip).launch_overhead_us
+    return launches * full_launch_overhead_us(get_preset(chip))
 
 
 def busiest_pipe_truth(timeline=None) -> str:
@@ -83,7 +84,7 @@ def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
     if answer is None:
         return _missing("a number of microseconds, e.g. 3.5")
     hw = get_preset(chip)
-    one = hw.launch_overhead_us
+    one = full_launch_overhead_us(hw)      # fixed part + per core, on all vector cores
     truth = launch_overhead_truth(chip, launches)
     value = _as_number(answer, US)
     kind, note = hw.provenance.get("launch_overhead_us", ("unspecified", ""))
@@ -92,7 +93,9 @@ def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
                       "launch_overhead_us row of the preset table.")
     if math.isclose(value, truth, rel_tol=0.01):
         return _right(f"{launches} \u00d7 {one:g} \u00b5s = {truth:g} \u00b5s: the {hw.name} preset charges "
-                      f"{one:g} \u00b5s per launch (provenance: {kind}, {note}). It is paid once per launch, "
+                      f"{one:g} \u00b5s per launch on all {hw.vector_cores} vector cores: a fixed "
+                      f"{hw.launch_overhead_us:g} \u00b5s (provenance: {kind}, {note}) plus "
+                      f"{hw.launch_per_core_us:g} \u00b5s per core started. It is paid once per launch, "
                       "however many blocks run and however little they do, which is why a chain of small "
                       "kernels is launch-bound.")
     if math.isclose(value, truth * 1000, rel_tol=0.01):
@@ -101,8 +104,9 @@ def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
         return _wrong(f"{value:g} \u00b5s is what ONE launch costs; every one of the {launches} launches "
                       "pays it.")
     return _wrong(f"{value:g} \u00b5s is not what the preset says. Hint: "
-                  f"get_preset({hw.name!r}).launch_overhead_us (the launch_overhead_us row of the "
-                  f"preset table), once per launch.")
+                  f"the `host` bar at the start of the timeline, or get_preset({hw.name!r}): "
+                  f"launch_overhead_us plus launch_per_core_us for each of its {hw.vector_cores} vector cores, "
+                  "once per launch.")
 
 
 _PIPE_ALIASES = {"scalar": "S", "vector": "V", "dma in": "MTE2", "dma out": "MTE3", "cube": "M"}

@@ -75,32 +75,44 @@ def underflow_second_expert_truth() -> int:
 
 def check_discrete_hbm_bytes(answer, B: int = HBM_BYTES_SHAPE["B"], S: int = HBM_BYTES_SHAPE["S"],
                              E: int = HBM_BYTES_SHAPE["E"], K: int = HBM_BYTES_SHAPE["K"]) -> CheckResult:
-    """How many bytes of HBM traffic does the discrete chain (Softmax → TopK → Renormalise) move
-    at this shape (default B=1, S=2048, E=128, K=4) with float32 logits? Answer: a whole number
-    of bytes."""
+    """How many bytes cross HBM when the discrete chain (Softmax → TopK → Renormalise) runs at this
+    shape (default B=1, S=2048, E=128, K=4) with float32 logits on the 910B2? Reads the L2 cache
+    serves do not count (the model's L2: data one launch writes is read back by the next from L2
+    when it fits; every write reaches HBM). Answer: a whole number of bytes."""
     if answer is None:
         return _missing("a whole number of bytes")
     t = simulate_moe_gating(B, S, E, K, version="discrete", hw="ascend-910b2").timeline
     truth = discrete_hbm_bytes_truth(B, S, E, K)
+    from_l2 = t.l2_hit_bytes
+    everything = truth + from_l2             # every byte read or written in global memory
     minimum = B * S * E * 4 + B * S * K * 8
     per_launch = ", ".join(f"{l.name} {l.hbm_bytes:,} B" for l in t.launches)
+    l2_part = "; ".join(f"{l.name} read {l.l2_hit_bytes:,} B of {' and '.join(l.l2_hit_buffers)} from L2"
+                        for l in t.launches if l.l2_hit_bytes)
     value = _whole(answer, BYTES)
     if value is None:
         return _wrong(f"{answer!r} is not a whole number of bytes.")
     if value == truth:
         return _right(f"{truth:,} B ({per_launch}) = {truth / minimum:.2f}\u00d7 the minimum of {minimum:,} B "
-                      "(read the logits once, write indices and weights once). The [N, E] probabilities "
-                      "are written by Softmax and read back by TopK: two extra trips of N\u00b7E\u00b74 bytes.")
+                      "(read the logits once, write indices and weights once). The chain also writes its "
+                      "intermediates, the [N, E] probabilities and the [N, K] top-K values; reading them back "
+                      f"costs no HBM here because they are still in L2 ({l2_part}: {from_l2:,} B in all). "
+                      "A chain whose intermediates outgrow the L2 pays those read-backs in HBM too.")
+    if value == everything and from_l2:
+        return _wrong(f"{value:,} B is every byte the chain reads or writes in global memory. But {from_l2:,} B "
+                      f"of it never reach HBM: {l2_part}, written by the launch before and still in the "
+                      "L2 cache. Hint: count the writes, and only the reads of data no earlier launch wrote.")
     if value == minimum:
         return _wrong(f"{minimum:,} B is the minimum any kernel must move (what the fused kernel moves). "
-                      "The chain also writes its intermediates to HBM and reads them back. Hint: for each of "
-                      "the three launches, add what it reads and what it writes.")
+                      "The chain also writes its intermediates to global memory. Hint: for each of the three "
+                      "launches, add what it writes, and what it reads that an earlier launch did not write.")
     if value in (truth // 1024, round(truth / 1000)):
         return _wrong("That looks like kilobytes; the answer is wanted in bytes.")
     return _wrong(f"{value:,} B is not what the model counts. Hint: Softmax reads and writes N\u00b7E floats; "
                   "TopK reads N\u00b7E floats and writes K values and K indices per row; Renormalise reads "
-                  "and writes N\u00b7K floats (N = B\u00b7S rows). `simulate_moe_gating(..., "
-                  "version='discrete').timeline.hbm_bytes` says it too.")
+                  "and writes N\u00b7K floats (N = B\u00b7S rows). The reads of what the previous launch wrote "
+                  "come from L2, not HBM. `simulate_moe_gating(..., version='discrete').timeline.hbm_bytes` "
+                  "says it too (and `.l2_hit_bytes` what L2 served).")
 
 
 def check_discrete_launch_share(answer, chip: str = LAUNCH_SHARE_CHIP) -> CheckResult:

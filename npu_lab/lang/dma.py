@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sim.costs import dma_cycles, round_up
+from ..sim.l2 import gm_bytes_per_cycle
 from .errors import AscendCRuleError
 from .tensor import GlobalTensor, LocalTensor
 
@@ -101,13 +102,14 @@ def _direction(dst, src, what):
 class DmaOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
-    def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count):
-        cost = dma_cycles(self.hw, moved_bytes, self.dma_bytes_per_cycle)
+    def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count, gm=None):
+        bytes_per_cycle, from_hbm = gm_bytes_per_cycle(self, gm, pipe)    # HBM or L2 (sim/l2.py)
+        cost = dma_cycles(self.hw, moved_bytes, bytes_per_cycle)
         span = ((local, ub_lo, ub_hi),)
         reads, writes = ((), span) if pipe == "MTE2" else (span, ())
         self._exec(pipe, name, cost, reads, writes, nbytes=gm_bytes, elements=count)
         if pipe == "MTE2":
-            self.core.hbm_read_bytes += gm_bytes
+            self.core.hbm_read_bytes += gm_bytes if from_hbm else 0
         else:
             self.core.hbm_write_bytes += gm_bytes
 
@@ -150,7 +152,7 @@ class DmaOps:
                                    f"from its address) and '{gm.name}' ({gm.size}): at most {limit} fit")
         direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
         self._dma(pipe, f"DataCopy {direction} {nbytes} B", local, local.byte_offset,
-                  local.byte_offset + nbytes, nbytes, nbytes, count)
+                  local.byte_offset + nbytes, nbytes, nbytes, count, gm=gm)
         if not self.timing_only:
             dst.data[:count] = src.data[:count]
 
@@ -170,7 +172,7 @@ class DmaOps:
         direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
         self._dma(pipe, f"DataCopy {direction} {p.block_count}x{p.block_len * BLOCK_BYTES} B", local,
                   local.byte_offset, local.byte_offset + ub_need * local.dtype.itemsize, nbytes, nbytes,
-                  p.block_count * per_block)
+                  p.block_count * per_block, gm=gm)
         if self.timing_only:
             return
         g = np.arange(p.block_count)[:, None] * gm_step + np.arange(per_block)
@@ -227,7 +229,7 @@ class DmaOps:
         gm_bytes = p.block_count * p.block_len
         direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
         self._dma(pipe, f"DataCopyPad {direction} {p.block_count}x{p.block_len} B", local, local.byte_offset,
-                  local.byte_offset + ub_need * size, moved, gm_bytes, p.block_count * per_block)
+                  local.byte_offset + ub_need * size, moved, gm_bytes, p.block_count * per_block, gm=gm)
         if self.timing_only:
             return
         g = (np.arange(p.block_count)[:, None] * gm_step + np.arange(per_block)).ravel()

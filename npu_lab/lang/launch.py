@@ -1,10 +1,14 @@
 """Launching a kernel on many cores (DESIGN.md §4.3).
 
 ``launch(kernel, block_dim, *args, hw=...)`` runs ``kernel(ctx, *args)`` once per block and
-places the blocks on cores (waves when ``block_dim`` > cores). Launch overhead is paid once; the
-task scheduler's dispatch cost once per block. Cores streaming at once share HBM: each gets
-``min(its own DMA peak, HBM bandwidth / active cores)``. The result is never faster than the
-chip's rooflines (all HBM bytes at full HBM bandwidth; all vector repeats on all cores).
+places the blocks on cores (waves when ``block_dim`` > cores). Launch overhead is paid once: a
+fixed part plus a part per core started, cube cores a mixed kernel type starts idle included
+(:mod:`npu_lab.sim.launch_cost`); the task scheduler's dispatch cost once per block. Cores
+streaming at once share HBM: each gets ``min(its own DMA peak, HBM bandwidth / active cores)``;
+reads of a buffer an earlier launch left in L2 (``l2=`` an :class:`~npu_lab.sim.l2.L2Cache`
+carried between launches) get the same share of the L2 bandwidth instead and are no HBM traffic.
+The result is never faster than the chip's rooflines (all HBM bytes at full HBM bandwidth; all
+L2 hits at full L2 bandwidth; all vector repeats on all cores).
 
 Blocks a kernel declares identical (``@npu_kernel(block_classes=...)``) are simulated once in a
 timing-only run and replicated; a full run simulates every block and checks the claim.
@@ -20,16 +24,25 @@ from ..hardware import HardwareSpec
 from ..presets import get_preset
 from ..sim.core import SimulationError
 from ..sim.costs import whole_cycles
+from ..sim.l2 import GmRouter, L2Cache, core_bytes_per_cycle
+from ..sim.launch_cost import (canonical_kernel_type, cores_launched, execution_core_type, kernel_type_reason,
+                               launch_overhead_us)
 from ..sim.schedule import schedule_blocks
-from ..sim.timeline import LaunchRecord, Timeline
+from ..sim.timeline import LaunchRecord, Timeline, gm_read_bytes
 from .context import KernelContext
+from .errors import CapabilityError
 
 
 def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
     """Mark ``fn(ctx, *args)`` as a kernel.
 
     ``block_classes(block_dim, *args) -> int array`` (optional) labels each block; blocks with
-    equal labels must do identical work (same instructions, same sizes)."""
+    equal labels must do identical work (same instructions, same sizes). ``core_type`` is the
+    kernel type (``KERNEL_TASK_TYPE_DEFAULT``): ``"vector"`` (AIV only), ``"cube"`` (AIC only),
+    ``"mix"`` / ``"mix_aic_1_2"`` or ``"mix_aic_1_1"`` (a vector kernel launched as mixed
+    AIC+AIV: its blocks run on vector cores, the idle cube cores add launch overhead; see
+    :mod:`npu_lab.sim.launch_cost`)."""
+    canonical_kernel_type(core_type)          # fail at definition, not at launch
     def wrap(f):
         @functools.wraps(f)
         def kernel(ctx, *args, **kwargs):
@@ -68,9 +81,14 @@ def _check_block_dim(block_dim) -> int:
 
 
 def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2",
-           timing_only: bool = False, name: str | None = None, **kwargs) -> Timeline:
+           timing_only: bool = False, name: str | None = None, l2: L2Cache | None = None,
+           **kwargs) -> Timeline:
     """Run ``kernel`` over ``block_dim`` blocks on chip ``hw``; return the Timeline. Outputs are
-    written into the GlobalTensors passed in (left untouched in a timing-only run)."""
+    written into the GlobalTensors passed in (left untouched in a timing-only run).
+
+    ``l2``: the chip's L2 as left by earlier launches (one :class:`~npu_lab.sim.l2.L2Cache` passed
+    to every launch of a sequence); this launch reads resident buffers from it and updates it.
+    None: a cold L2, every read from HBM."""
     block_dim = _check_block_dim(block_dim)
     if isinstance(hw, str):
         hw = get_preset(hw)
@@ -78,13 +96,20 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         raise TypeError(f"hw must be a HardwareSpec or a preset name, got {type(hw).__name__}")
     if not callable(kernel):
         raise TypeError("kernel must be a function kernel(ctx, *args)")
-    core_type = getattr(kernel, "core_type", "vector")
+    kernel_type = canonical_kernel_type(getattr(kernel, "core_type", "vector"))
+    why = kernel_type_reason(hw, kernel_type)
+    if why:
+        raise CapabilityError(why)
+    core_type = execution_core_type(kernel_type)
     cores = hw.cores(core_type)
     if cores < 1:
         raise ValueError(f"{hw.name} has no {core_type} cores to run this kernel on")
+    if l2 is not None and (not isinstance(l2, L2Cache) or l2.hw.name != hw.name):
+        raise ValueError(f"l2 must be the L2Cache of this chip ({hw.name}), made by L2Cache(hw) and passed to "
+                         f"every launch of the sequence; got {l2!r}")
     active = min(block_dim, cores)
-    per_core_gbps = min(hw.core_dma_bandwidth_gbps, hw.hbm_bandwidth_gbps / active)
-    dma_bpc = hw.bytes_per_cycle(per_core_gbps)
+    dma_bpc, l2_bpc = core_bytes_per_cycle(hw, active)
+    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else ())
 
     classifier = getattr(kernel, "block_classes", None)
     if classifier is not None:
@@ -98,6 +123,7 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
     def run_block(idx: int):
         ctx = KernelContext(hw, idx, block_dim, core_type=core_type, timing_only=timing_only,
                             dma_bytes_per_cycle=dma_bpc)
+        ctx.gm_router = router               # read by DmaOps._dma through sim.l2.gm_bytes_per_cycle
         kernel(ctx, *args, **kwargs)
         return ctx.core.finish()
 
@@ -119,14 +145,22 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
 
     counts = np.bincount(inverse, minlength=len(traces))
     hbm = float(sum((t.hbm_read_bytes + t.hbm_write_bytes) * c for t, c in zip(traces, counts)))
+    l2_hits = float(sum((gm_read_bytes(t) - t.hbm_read_bytes) * c for t, c in zip(traces, counts)))
     repeats = float(sum(t.vector_repeats * c for t, c in zip(traces, counts)))
     hbm_floor = hbm / hw.bytes_per_cycle(hw.hbm_bandwidth_gbps)
+    l2_floor = l2_hits / hw.bytes_per_cycle(hw.l2_bandwidth_gbps)
     vec_floor = repeats * hw.vector_cycles_per_repeat / cores
     floor, reason = max((hbm_floor, f"HBM roofline: {hbm:.0f} B at {hw.hbm_bandwidth_gbps:.0f} GB/s"),
+                        (l2_floor, f"L2 roofline: {l2_hits:.0f} B of L2 hits at {hw.l2_bandwidth_gbps:.0f} GB/s"),
                         (vec_floor, f"vector roofline: {repeats:.0f} repeats on {cores} cores"))
+    if l2 is not None:
+        l2.touch(router.touched())
+    started = cores_launched(hw, kernel_type, block_dim)
     record = LaunchRecord(
         name=name or getattr(kernel, "__name__", "kernel"), hw=hw, core_type=core_type,
         block_dim=block_dim, traces=traces, block_class=inverse.astype(np.int64),
-        block_start=start, block_core=core, overhead_cycles=whole_cycles(hw.us_to_cycles(hw.launch_overhead_us)),
-        floor_cycles=floor, floor_reason=reason)
+        block_start=start, block_core=core,
+        overhead_cycles=whole_cycles(hw.us_to_cycles(launch_overhead_us(hw, kernel_type, block_dim))),
+        floor_cycles=floor, floor_reason=reason, kernel_type=kernel_type, cores_launched=started,
+        l2_hit_buffers=tuple(b.name for b in router.l2_hits))
     return Timeline([record])

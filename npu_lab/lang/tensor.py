@@ -75,17 +75,34 @@ def _offset(key, size: int, name: str) -> int:
     return key
 
 
+class GmBuffer:
+    """The global-memory allocation a GlobalTensor and all its views (``gm[offset]``) point into:
+    its name and size in bytes. Compared by identity, in full and timing-only runs alike, so the
+    L2 model (:mod:`npu_lab.sim.l2`) can tell which buffer a copy touches without looking at data."""
+
+    __slots__ = ("name", "nbytes")
+
+    def __init__(self, name: str, nbytes: int):
+        self.name = name
+        self.nbytes = int(nbytes)
+
+    def __repr__(self) -> str:
+        return f"GmBuffer({self.name!r}, {self.nbytes} B)"
+
+
 class GlobalTensor:
     """A flat tensor in global memory, like Ascend C's ``GlobalTensor<T>``: ``size`` elements of
     ``dtype`` (``GetSize()``), ``gm[offset]`` for a tensor further on. ``.data`` is the numpy
-    storage (``None`` in a timing-only run)."""
+    storage (``None`` in a timing-only run); ``.buffer`` the allocation it points into."""
 
-    def __init__(self, data: np.ndarray | None, size: int, dtype, name: str = "gm", _offset: int = 0):
+    def __init__(self, data: np.ndarray | None, size: int, dtype, name: str = "gm", _offset: int = 0,
+                 _buffer: GmBuffer | None = None):
         self.dtype = as_dtype(dtype)
         self.size = int(size)
         self.name = name
         self._base = data
         self._offset = _offset
+        self.buffer = _buffer if _buffer is not None else GmBuffer(name, (self.size + _offset) * self.dtype.itemsize)
 
     @classmethod
     def from_array(cls, array: np.ndarray, name: str = "gm", timing_only: bool = False) -> "GlobalTensor":
@@ -126,7 +143,7 @@ class GlobalTensor:
 
     def __getitem__(self, key) -> "GlobalTensor":
         off = _offset(key, self.size, self.name)
-        return GlobalTensor(self._base, self.size - off, self.dtype, self.name, self._offset + off)
+        return GlobalTensor(self._base, self.size - off, self.dtype, self.name, self._offset + off, self.buffer)
 
     def __repr__(self) -> str:
         return f"GlobalTensor({self.name}, {self.size} x {self.dtype.name}, offset {self._offset})"

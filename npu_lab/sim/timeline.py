@@ -24,6 +24,17 @@ EVENT_DTYPES = {"launch": "int64", "core": "int64", "block": "int64", "pipe": "o
                 "start_us": "float64", "end_us": "float64", "bytes": "int64", "elements": "int64",
                 "source": "object", "code": "object"}
 MEMORY_PIPES = ("MTE2", "MTE3", "MTE1", "FIX")
+_MTE2 = PIPE_CODE["MTE2"]
+
+
+def gm_read_bytes(trace: BlockTrace) -> int:
+    """Bytes a block read from global memory: the bytes of its MTE2 (GM→UB) events, whether HBM
+    or L2 served them. ``gm_read_bytes(t) - t.hbm_read_bytes`` is what L2 served (npu_lab.sim.l2).
+    Summed over the stored segments, so a fast-forwarded loop costs no more than its period."""
+    total = 0
+    for cols, copies, _ in trace.segments:
+        total += copies * int(cols[4][cols[0] == _MTE2].sum())
+    return total
 
 
 @dataclass
@@ -41,6 +52,10 @@ class LaunchRecord:
     overhead_cycles: float
     floor_cycles: float = 0.0    # chip-level roofline floor of the blocks' phase
     floor_reason: str = ""
+    kernel_type: str = "vector"  # sim.launch_cost.KERNEL_TYPES: "vector", "cube", "mix_aic_1_2", ...
+    cores_launched: dict = field(default_factory=dict)   # {"vector": n, "cube": m} cores started
+    l2_hit_buffers: tuple = ()   # names of the GM buffers this launch read from L2
+
     @cached_property
     def undispatched_cycles(self) -> float:
         """The blocks' phase if the task scheduler handed out blocks for free."""
@@ -77,7 +92,18 @@ class LaunchRecord:
 
     @property
     def hbm_bytes(self) -> int:
+        """Bytes that crossed HBM: reads L2 did not serve, and every write (sim/l2.py)."""
         return int(self._sum("hbm_read_bytes") + self._sum("hbm_write_bytes"))
+
+    @cached_property
+    def gm_read_bytes(self) -> int:
+        """Bytes read from global memory, from HBM or from L2."""
+        return int(np.array([gm_read_bytes(t) for t in self.traces], dtype=np.float64) @ self.class_counts)
+
+    @property
+    def l2_hit_bytes(self) -> int:
+        """Bytes read from L2: data an earlier launch left there (``l2_hit_buffers`` names it)."""
+        return self.gm_read_bytes - int(self._sum("hbm_read_bytes"))
 
     def busy_cycles_by_pipe(self) -> dict[str, float]:
         total = dict.fromkeys(ALL_PIPES, 0.0)
@@ -128,6 +154,12 @@ class Timeline:
         return sum(l.hbm_bytes for l in self.launches)
 
     @property
+    def l2_hit_bytes(self) -> int:
+        """Bytes read from L2 instead of HBM (data an earlier launch of the sequence wrote);
+        not in :attr:`hbm_bytes`."""
+        return sum(l.l2_hit_bytes for l in self.launches)
+
+    @property
     def achieved_bandwidth_gbps(self) -> float:
         return self.hbm_bytes / (self.total_us * 1e3) if self.total_us else 0.0
 
@@ -174,6 +206,7 @@ class Timeline:
             "launches": len(self.launches),
             "blocks": sum(l.block_dim for l in self.launches),
             "hbm_bytes": self.hbm_bytes,
+            "l2_hit_bytes": self.l2_hit_bytes,
             "achieved_gbps": self.achieved_bandwidth_gbps,
             "core_utilisation": self.core_utilisation,
             **{f"util_{p}": util[p] for p in ("S", "MTE2", "V", "MTE3") if p in util},
@@ -207,7 +240,8 @@ class Timeline:
             return "launch", (f"launch overhead is {launch_share:.0%} of {total:.1f} us "
                               f"({len(self.launches)} launch(es))")
         if floors:
-            return "memory" if "HBM" in floors[0].floor_reason else "compute", floors[0].floor_reason
+            reason = floors[0].floor_reason    # HBM / L2 roofline: memory; vector roofline: compute
+            return "compute" if reason.startswith("vector") else "memory", reason
         dispatch_us = sum(l.hw.cycles_to_us(l.dispatch_cycles) for l in self.launches)
         if dispatch_us >= 0.5 * body:
             blocks = sum(l.block_dim for l in self.launches)
@@ -317,5 +351,6 @@ class Timeline:
 
     def __repr__(self) -> str:
         verdict, _ = self.bottleneck() if self.launches else ("-", "")
+        l2 = f", {self.l2_hit_bytes} L2-hit bytes" if self.launches and self.l2_hit_bytes else ""
         return (f"Timeline({len(self.launches)} launch(es), {self.total_us:.2f} us, "
-                f"{self.hbm_bytes} HBM bytes, {verdict}-bound)")
+                f"{self.hbm_bytes} HBM bytes{l2}, {verdict}-bound)")

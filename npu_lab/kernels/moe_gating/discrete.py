@@ -2,7 +2,7 @@
 
 Three separate launches, each a generic kernel with a generic, conservative tiling (at most 8
 rows per tile, single-buffered), each paying its own launch overhead, each writing its result to
-HBM for the next one to read back:
+global memory for the next one to read back (from L2 when it fits there, npu_lab.sim.l2):
 
 1. ``Softmax`` over E:     logits [N, E] → probs [N, E]                       (HBM round trip)
 2. ``TopK`` by full sort:  probs [N, E]  → values [N, K], indices [N, K]      (sorts all E)
@@ -52,6 +52,7 @@ from ...lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, Gat
                      MrgSort4Info, MrgSortSrcList, RoundMode, TBuf, TPosition, TQue, launch, npu_kernel)
 from ...lang.reduce import reduce_max_tmp_elements
 from ...lang.tiling_struct import Int32Struct
+from ...sim.l2 import L2Cache
 from ...sim.timeline import Timeline
 from .tiling import UbBudgetError
 from .vectorized import ceil_div, load_rows, row_pairs_max, store_rows
@@ -407,19 +408,23 @@ def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
 
 
 def run_discrete_chain(logits_gm: GlobalTensor, indices_gm: GlobalTensor, weights_gm: GlobalTensor,
-                       N: int, E: int, K: int, hw, timing_only: bool) -> Timeline:
-    """Launch Softmax → TopK → Renormalise back to back; intermediates live in HBM."""
+                       N: int, E: int, K: int, hw, timing_only: bool, l2: L2Cache | None = None) -> Timeline:
+    """Launch Softmax → TopK → Renormalise back to back. The intermediates (probs [N, E], the top-K
+    values [N, K]) are written to global memory; one L2Cache carried through the three launches
+    serves the next launch's reads of them from L2 when they fit (npu_lab.sim.l2), from HBM
+    otherwise. ``l2``: the chip's L2 as earlier launches left it (None: cold)."""
     t = generic_row_tiling(N, E, K, hw.ub_bytes)
     block_dim = min(hw.vector_cores, t.tiles)
     probs = GlobalTensor.empty(N * E, np.float32, "probs", timing_only)
     values = GlobalTensor.empty(N * K, np.float32, "topk_values", timing_only)
     packed = t.pack()
+    l2 = L2Cache(hw) if l2 is None else l2
     timelines = [
         launch(softmax_kernel, block_dim, logits_gm, probs, packed, hw=hw, timing_only=timing_only,
-               name="Softmax"),
+               name="Softmax", l2=l2),
         launch(topk_sort_kernel, block_dim, probs, values, indices_gm, packed, hw=hw,
-               timing_only=timing_only, name="TopK (full sort)"),
+               timing_only=timing_only, name="TopK (full sort)", l2=l2),
         launch(renormalise_kernel, block_dim, values, weights_gm, packed, hw=hw,
-               timing_only=timing_only, name="Renormalise"),
+               timing_only=timing_only, name="Renormalise", l2=l2),
     ]
     return Timeline.concat(timelines)
