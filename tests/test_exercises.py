@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from npu_lab.sim.launch_cost import full_launch_overhead_us
 from npu_lab import get_preset
 from npu_lab.course.ex01 import (CheckResult, check_busiest_pipe, check_double_buffering_one_tile,
                                check_largest_tile_len, check_launch_overhead)
@@ -22,7 +23,7 @@ def test_no_answer_yet_is_neither_right_nor_wrong(check):
 
 def _chain_overhead_us():
     """Exercise 01.1's truth: three launches on the 310P3."""
-    return 3 * get_preset("ascend-310p3").launch_overhead_us
+    return 3 * full_launch_overhead_us(get_preset("ascend-310p3"))
 
 
 @pytest.mark.parametrize("form", [float, int, str, lambda t: f"{t:g} us"])
@@ -33,14 +34,14 @@ def test_launch_overhead_right(form):
 
 
 def test_launch_overhead_of_one_launch_on_the_910b2():
-    one = get_preset("ascend-910b2").launch_overhead_us
+    one = full_launch_overhead_us(get_preset("ascend-910b2"))      # fixed part + 48 cores' share
     assert check_launch_overhead(one, chip="ascend-910b2", launches=1).correct is True
     assert check_launch_overhead(one + 1, chip="ascend-910b2", launches=1).correct is False
 
 
 @pytest.mark.parametrize("answer, hint", [(3, "launch_overhead_us"), (_chain_overhead_us() * 1000, "nanoseconds"),
                                           ("soon", "not a number"),
-                                          (get_preset("ascend-310p3").launch_overhead_us, "ONE launch")])
+                                          (full_launch_overhead_us(get_preset("ascend-310p3")), "ONE launch")])
 def test_launch_overhead_wrong_explains(answer, hint):
     msg = check_launch_overhead(answer)
     assert msg.correct is False and hint in msg
