@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -109,6 +110,11 @@ def _pack(parts) -> dict:
 
 def v3_layout(T: int, E: int, K: int) -> V3Layout:
     """The v3 UB layout for a tile of T rows (see :class:`V3Layout`). K is at most 64."""
+    return _v3_layout(_check_int("tile_points", T), _check_int("E", E), _check_int("K", K))
+
+
+@lru_cache(maxsize=4096)      # sliders and sweeps ask for the same few layouts again and again
+def _v3_layout(T: int, E: int, K: int) -> V3Layout:
     T, E, K = _check_int("tile_points", T), _check_int("E", E), _check_int("K", K)
     if K > 64:
         raise ValueError(f"v3 keeps each row's K winners in one 256-byte repeat, so K <= 64; got K={K}. "
@@ -172,6 +178,22 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
 
     Each buffer is rounded up to whole ``block_bytes`` blocks. Kernels allocate exactly these.
     """
+    return _budget(version, tile_points, E, K, block_bytes)
+
+
+def _budget(version, tile_points, E, K, block_bytes):
+    key = (version, tile_points, E, K, block_bytes)
+    if type(version) is str and all(type(v) is int for v in key[1:]):   # not bool, not numpy: exact keys
+        return _budget_cached(*key)
+    return _budget_checked(*key)
+
+
+@lru_cache(maxsize=8192)      # a pure function of its arguments, asked for again and again
+def _budget_cached(version, tile_points, E, K, block_bytes):
+    return _budget_checked(version, tile_points, E, K, block_bytes)
+
+
+def _budget_checked(version, tile_points, E, K, block_bytes):
     if not isinstance(version, str) or version not in MOE_UB_VERSIONS:
         raise ValueError(
             f"unknown kernel version {version!r}; known versions: {', '.join(MOE_UB_VERSIONS)}"
