@@ -224,9 +224,9 @@ def test_lookup_tile_s_accepts_the_chip_alias():
     assert lookup_tile_s(1024, 64, 2, chip="910b2") == lookup_tile_s(1024, 64, 2)
 
 
-@pytest.mark.parametrize("kwargs", [dict(version="v1"), dict(chip="ascend-310p3"), dict(chip="article")])
+@pytest.mark.parametrize("kwargs", [dict(version="v1"), dict(chip="ascend-310p3", version="v2"), dict(chip="article")])
 def test_lookup_tile_s_without_a_table_lists_the_tables(kwargs):
-    with pytest.raises(ValueError, match="tables exist for: chip='ascend-910b2' version='v3'"):
+    with pytest.raises(ValueError, match="tables exist for: .*chip='ascend-910b2' version='v3'"):
         lookup_tile_s(1024, 64, 2, **kwargs)
 
 

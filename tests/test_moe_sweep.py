@@ -6,6 +6,7 @@ import pytest
 
 from npu_lab import get_preset
 from npu_lab.kernels.moe_gating import autotune, bucket_table, lookup_tile_s, simulate_moe_gating, sweep
+from npu_lab.kernels.moe_gating.buckets import TABLES
 from npu_lab.kernels.moe_gating.sweep import SWEEP_COLUMNS, bucket_table_path, candidate_tile_sizes
 
 
@@ -53,13 +54,36 @@ def test_candidates_never_exceed_S():
     assert max(candidate_tile_sizes(10_000)) == 256
 
 
-def test_bucket_table_in_data_is_fresh():
-    """The committed table equals what the autotuner gives today. If the model changed on
-    purpose, regenerate: python -c 'from npu_lab.kernels.moe_gating.sweep import write_bucket_table; write_bucket_table()'"""
-    committed = pd.read_csv(bucket_table_path())
-    fresh = bucket_table()
-    pd.testing.assert_frame_equal(committed[["S", "E", "K", "tileS"]], fresh[["S", "E", "K", "tileS"]])
-    np.testing.assert_allclose(committed.latency_us, fresh.latency_us, rtol=1e-6)
+@pytest.mark.parametrize("chip, version", TABLES)
+def test_bucket_tables_in_data_are_fresh(chip, version):
+    """Every committed table exists and a few of its rows (first, middle, last runnable) are what
+    the autotuner gives today. If the model or a kernel changed on purpose, regenerate:
+    python -c 'from npu_lab.kernels.moe_gating.sweep import write_bucket_tables; write_bucket_tables()'"""
+    committed = pd.read_csv(bucket_table_path(version, chip))
+    assert set(committed.version) == {version} and set(committed.chip) == {chip}
+    runnable = committed.dropna(subset=["tileS"])
+    picks = runnable.iloc[[0, len(runnable) // 2, -1]]
+    for row in picks.itertuples():
+        fresh = bucket_table(version, chip, S_values=(int(row.S),), E_values=(int(row.E),), K_values=(int(row.K),))
+        assert int(fresh.tileS.iloc[0]) == int(row.tileS), f"stale {chip} {version} row S={row.S} E={row.E} K={row.K}"
+        np.testing.assert_allclose(fresh.latency_us.iloc[0], row.latency_us, rtol=1e-6)
+
+
+def test_default_tile_s_comes_from_the_bucket_table_except_v1():
+    """No tile_s: v2/v2c/v3 take the nearest bucket's tileS (B·S rows), v1 the article's rule (8)."""
+    from npu_lab.kernels.moe_gating import default_tile_s, plan_moe_gating
+    from npu_lab.kernels.moe_gating.buckets import nearest_bucket_tile_s
+
+    for version in ("v2", "v2c", "v3", "v3_fast_exp"):
+        want = nearest_bucket_tile_s(4 * 4096, 64, 2, version, "ascend-910b2")
+        assert want is not None and default_tile_s(4, 4096, 64, 2, version, "ascend-910b2") == min(want, 4096)
+        assert plan_moe_gating(4, 4096, 64, 2, version=version)[0].tileS == min(want, 4096)
+    assert plan_moe_gating(1, 65536, 64, 2, version="v1")[0].tileS == 8
+    assert plan_moe_gating(1, 65536, 64, 2, version="v3")[0].tileS > 8
+    # no table for the article's fitted chip: the article's rule
+    assert plan_moe_gating(1, 65536, 64, 2, version="v3", hw="article")[0].tileS == 8
+    # clamped to S
+    assert plan_moe_gating(1, 3, 64, 2, version="v3")[0].tileS <= 3
 
 
 def test_lookup_uses_the_nearest_bucket_and_respects_S():

@@ -141,9 +141,12 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
     ListingSpec("v2c", "moe_gating/fused_v2c.cpp", "v2c", _moe_cases((1, 5, 12, 2, 2), (1, 5, 16, 4, 2)),
                 entry=("moe_gating_v2c",), sync_order=True, kernels=("moe_gating_v2c_kernel",)),
     ListingSpec("v3", "moe_gating/vectorized.cpp", "v3",
-                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2)) + _moe_cases((1, 4, 136, 4, 2), hw="ascend-310p3"),
+                # E = 128 / 192: the two-level argmax of whole 64-lane chunks
+                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2), (1, 5, 192, 3, 2))
+                + _moe_cases((1, 4, 136, 4, 2), (1, 4, 128, 4, 2), hw="ascend-310p3"),
                 kernels=("moe_gating_v3_kernel",)),
-    ListingSpec("v3_fast_exp", "moe_gating/vectorized.cpp", "v3_fast_exp", _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2)),
+    ListingSpec("v3_fast_exp", "moe_gating/vectorized.cpp", "v3_fast_exp",
+                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2), (1, 5, 128, 3, 2)),
                 kernels=("moe_gating_v3_fast_exp_kernel",)),
     ListingSpec("v4", "moe_gating/sorted_topk.cpp", "v4",
                 tuple(dict(c, tile_s=None) for c in _VECTOR_CASES)

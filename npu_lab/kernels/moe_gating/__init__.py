@@ -10,7 +10,8 @@ In teaching order:
 * :mod:`.vectorized` -- v3 (vector top-K and softmax) and the polynomial exp;
 * :mod:`.sorted_topk` -- v4, built like CANN's perf template (Sort32 + MrgSort + GatherMask);
 * :mod:`.run` -- the host API: ``moe_gating_topk`` (numbers + time), ``simulate_moe_gating`` (time);
-* :mod:`.sweep` -- tileS sweeps, the autotuner, the shape-bucket table;
+* :mod:`.sweep` -- tileS sweeps, the autotuner, the shape-bucket tables;
+* :mod:`.buckets` -- the committed bucket tables: every fused version's default tileS;
 * :mod:`.article` -- fitting the model to the article's table and checking its claims.
 """
 
@@ -27,7 +28,7 @@ from .tiling import (
     moe_ub_bytes,
     moe_ub_capacity,
 )
-from .run import VERSIONS, MoeGatingResult, unsupported_reason, moe_gating_topk, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .run import VERSIONS, MoeGatingResult, default_tile_s, unsupported_reason, moe_gating_topk, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .sweep import ARTICLE_TILE_S, TuneResult, autotune, bucket_table, lookup_tile_s, sweep
 from .sorted_topk import MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_ub_bytes
 from .vectorized import fast_exp_max_rel_error, fast_exp_numpy
@@ -38,7 +39,7 @@ __all__ = [
     "MOE_UB_VERSIONS", "MoeGatingTiling", "UbBudgetError", "NONFINITE_MODES", "UbBuffer", "article_calculate_tiling",
     "article_ub_estimate_bytes", "calculate_moe_gating_tiling", "moe_gating_topk_reference",
     "moe_ub_budget", "moe_ub_bytes", "moe_ub_capacity", "softmax_topk_renormalise_reference",
-    "VERSIONS", "MoeGatingResult", "unsupported_reason", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",
+    "VERSIONS", "MoeGatingResult", "default_tile_s", "unsupported_reason", "moe_gating_topk", "plan_moe_gating", "simulate_moe_gating",
     "ub_used_bytes", "ARTICLE_TILE_S", "TuneResult", "autotune", "bucket_table", "lookup_tile_s",
     "sweep", "fast_exp_max_rel_error", "fast_exp_numpy", "FitResult", "exp_speedup",
     "fit_article_preset", "fit_hardware", "reproduce_article_claims", "MoeGatingV4Tiling",

@@ -23,7 +23,8 @@ from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gati
 from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
 from .sorted_topk import (MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_kernel,
                           moe_gating_v4_ub_bytes, v4_block_dim)
-from .tiling import MoeGatingTiling, _check_shape, calculate_moe_gating_tiling, moe_ub_bytes
+from .buckets import nearest_bucket_tile_s
+from .tiling import MoeGatingTiling, _check_shape, calculate_moe_gating_tiling, moe_ub_bytes, moe_ub_capacity
 from .vectorized import moe_gating_v3_fast_exp_kernel, moe_gating_v3_kernel
 
 VERSIONS = {
@@ -93,10 +94,27 @@ def _hw(hw) -> HardwareSpec:
     return get_preset(hw)
 
 
+def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | None:
+    """The tileS a fused ``version`` runs with when the caller gives none (see :mod:`.buckets`):
+    v1 the article's host rule (returned as None: ``calculate_moe_gating_tiling`` applies it); v2,
+    v2c, v3 (and v2_bad_sync, v3_fast_exp) the autotuned bucket table of the chip, nearest bucket
+    to (B·S, E, K), clamped to S and the UB capacity; None (the host rule) without a table."""
+    B, S, E, K = _check_shape(B, S, E, K)
+    hw = _hw(hw)
+    tile = nearest_bucket_tile_s(B * S, E, K, version, hw.name)
+    if tile is None:
+        return None
+    capacity = moe_ub_capacity(_BUDGET_VERSION[version], E, K, hw.ub_bytes, hw.block_bytes)
+    if capacity < 1:
+        return None                       # the host rule raises, saying why
+    return max(1, min(tile, S, capacity))
+
+
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
                     tile_s: int | None = None, dtype=np.float32):
     """(tiling, block_dim) the host would choose. v1 launches one block per tile; v2/v2c/v3
-    launch min(cores, tiles) blocks that loop; ``tile_s=None`` applies the article's rule. v4 has
+    launch min(cores, tiles) blocks that loop; ``tile_s=None`` is the version's default
+    (:func:`default_tile_s`: v1 the article's rule, the others their autotuned bucket table). v4 has
     its own struct (:class:`MoeGatingV4Tiling`: rows per core and per loop) and the discrete chain
     none (None, its generic kernels' block_dim): tileS does not apply to either."""
     version = _check_version(version)
@@ -115,6 +133,8 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
         # the framework's generic kernels pick their own row tiling
         t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
         return None, min(hw.vector_cores, t.tiles)
+    if tile_s is None:
+        tile_s = default_tile_s(B, S, E, K, version, hw)
     tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
     block_dim = tiling.totalTiles if version == "v1" else min(hw.vector_cores, tiling.totalTiles)
     return tiling, block_dim
@@ -174,7 +194,14 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
 
 def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
                         tile_s: int | None = None, dtype=np.float32) -> MoeGatingResult:
-    """Timing-only run from the shape alone (no data): the same timeline a full run gives."""
+    """Timing-only run from the shape alone (no data): the same timeline a full run gives.
+
+    Default tiling (``tile_s=None``, here and in :func:`moe_gating_topk`): **v1** uses the
+    article's host rule (tileS = 8, halved until the tile fits UB; v1 is the article's kernel with
+    its host code); **v2, v2c, v3** (v2_bad_sync, v3_fast_exp with them) use the chip's autotuned
+    bucket table, ``data/moe_tile_buckets_<chip>_<version>.csv``, at the bucket nearest to
+    (B·S, E, K), clamped to S and the UB (:func:`default_tile_s`, :mod:`.buckets`); a chip
+    without a table falls back to the host rule. v4 and the discrete chain tile by rows."""
     version = _check_version(version)
     hw = _hw(hw)
     for name, v in (("B", B), ("S", S), ("E", E)):

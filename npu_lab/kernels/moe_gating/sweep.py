@@ -13,6 +13,7 @@ import pandas as pd
 
 from ...lang import CapabilityError
 from ...presets import DATA_DIR, get_preset
+from .buckets import TABLE_OF_VERSION, TABLES, bucket_table_path, clear_cache, nearest_bucket_tile_s
 from .run import ROW_TILED, _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .tiling import MoeGatingTiling, UbBudgetError, _check_shape, moe_ub_capacity
 
@@ -114,7 +115,7 @@ def autotune(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-
     return TuneResult(int(best.tileS), float(best.latency_us), reason, table)
 
 
-BUCKET_S = (1, 16, 128, 1024, 8192)
+BUCKET_S = (1, 16, 128, 1024, 8192, 65536)
 BUCKET_E = (8, 64, 256)
 BUCKET_K = (2, 8)
 
@@ -122,7 +123,10 @@ BUCKET_K = (2, 8)
 def bucket_table(version: str = "v3", hw="ascend-910b2", S_values=BUCKET_S, E_values=BUCKET_E,
                  K_values=BUCKET_K, B: int = 1) -> pd.DataFrame:
     """The article's "a few preset parameter sets for shape ranges": for each (S, E, K) bucket
-    representative, the autotuned tileS. A host picks the row of the nearest bucket."""
+    representative, the autotuned tileS. A host picks the row of the nearest bucket (see
+    :mod:`.buckets`, which makes these tables every fused version's default). A bucket where no
+    tileS runs on the chip (e.g. an 8-byte output row the 310P3 cannot store without DataCopyPad)
+    gets an empty tileS and the reason in ``note``."""
     hw = get_preset(hw)
     rows = []
     for E in E_values:
@@ -130,39 +134,48 @@ def bucket_table(version: str = "v3", hw="ascend-910b2", S_values=BUCKET_S, E_va
             if K > E:
                 continue
             for S in S_values:
-                best = autotune(B, S, E, K, version=version, hw=hw)
-                rows.append({"chip": hw.name, "version": version, "S": S, "E": E, "K": K,
-                             "tileS": best.tile_s, "latency_us": round(best.latency_us, 3)})
-    return pd.DataFrame(rows)
-
-
-def bucket_table_path(version: str = "v3", chip: str = "ascend-910b2") -> Path:
-    return DATA_DIR / f"moe_tile_buckets_{chip}_{version}.csv"
+                row = {"chip": hw.name, "version": version, "S": S, "E": E, "K": K}
+                try:
+                    best = autotune(B, S, E, K, version=version, hw=hw)
+                except ValueError as exc:        # nothing fits / runs at this bucket
+                    rows.append({**row, "tileS": np.nan, "latency_us": np.nan, "note": str(exc)})
+                    continue
+                rows.append({**row, "tileS": best.tile_s, "latency_us": round(best.latency_us, 3), "note": ""})
+    return pd.DataFrame(rows, columns=["chip", "version", "S", "E", "K", "tileS", "latency_us", "note"])
 
 
 def write_bucket_table(version: str = "v3", chip: str = "ascend-910b2") -> Path:
-    path = bucket_table_path(version, chip)
-    bucket_table(version, chip).to_csv(path, index=False)
+    """Autotune every bucket of ``version`` on ``chip`` and write the table to ``data/``."""
+    hw = get_preset(chip)
+    path = bucket_table_path(version, hw.name)
+    bucket_table(version, hw).to_csv(path, index=False)
+    clear_cache()
     return path
 
 
+def write_bucket_tables() -> list[Path]:
+    """Regenerate every committed table (:data:`.buckets.TABLES`), e.g. after the cost model or a
+    kernel changed: ``python -c 'from npu_lab.kernels.moe_gating.sweep import write_bucket_tables;
+    write_bucket_tables()'`` (about a minute)."""
+    return [write_bucket_table(version, chip) for chip, version in TABLES]
+
+
 def lookup_tile_s(S: int, E: int, K: int, version: str = "v3", chip: str = "ascend-910b2") -> int:
-    """tileS from the committed bucket table: the row whose (S, E, K) is nearest in log scale."""
+    """tileS from the committed bucket table of ``version`` (v2_bad_sync reads v2's, v3_fast_exp
+    v3's): the row whose (S, E, K) is nearest in log scale, clamped to S and the UB."""
     _, S, E, K = _check_shape(1, S, E, K)
     _check_version(version)
     hw = get_preset(chip)            # accepts the aliases ('910b2'); raises for unknown chips
-    path = bucket_table_path(version, hw.name)
-    if not path.is_file():
+    table_version = TABLE_OF_VERSION.get(version) or version
+    path = bucket_table_path(table_version, hw.name)
+    tile = nearest_bucket_tile_s(S, E, K, version, hw.name) if path.is_file() else None
+    if tile is None:
         have = sorted(p.name.removeprefix("moe_tile_buckets_").removesuffix(".csv").rsplit("_", 1)
                       for p in DATA_DIR.glob("moe_tile_buckets_*_*.csv"))
         listed = ", ".join(f"chip={c!r} version={v!r}" for c, v in have) or "none"
         raise ValueError(f"no bucket table for version={version!r} on chip={hw.name!r} (looked for "
                          f"{path.name} in {DATA_DIR}); tables exist for: {listed}. Use "
                          "autotune(...) for this shape, or write_bucket_table(version, chip) first.")
-    table = pd.read_csv(path)
-    dist = (np.log2(table.S) - np.log2(S)) ** 2 + (np.log2(table.E) - np.log2(E)) ** 2 \
-        + (np.log2(table.K) - np.log2(K)) ** 2
-    tile = int(table.tileS.iloc[int(np.argmin(dist.to_numpy()))])
     # never more than the shape or the UB allows
     budget_version = "v3" if version.startswith("v3") else version
     capacity = moe_ub_capacity(budget_version, E, K, hw.ub_bytes, hw.block_bytes)

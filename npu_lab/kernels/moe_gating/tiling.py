@@ -11,6 +11,12 @@ Kernels must take these from here rather than re-deriving them:
 * :func:`calculate_moe_gating_tiling`, the article's rule (tileB = 1, tileS starts at 8 and
   halves until the tile fits), applied to that honest budget and the chip's real UB size.
 
+**Which rule a run uses by default** (no ``tile_s`` given to ``simulate_moe_gating`` /
+``moe_gating_topk`` / ``plan_moe_gating``): v1 — the article's kernel — keeps the article's rule
+above; v2, v2c and v3 (with v2_bad_sync and v3_fast_exp) take tileS from the chip's autotuned
+bucket table (:mod:`.buckets`, ``run.default_tile_s``), clamped to S and the UB; a chip without
+a table falls back to the article's rule. Passing ``tile_s`` always wins.
+
 :func:`article_ub_estimate_bytes` keeps the article's own back-of-envelope formula (no alignment,
 no second buffer, no temporaries) so a notebook can set the two side by side.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -107,8 +108,20 @@ def _pack(parts) -> dict:
     return out
 
 
+def uses_two_level_argmax(E: int) -> bool:
+    """v3 finds the argmax of rows wider than 64 with the two-level argmax (all rows of a tile at
+    once, :func:`.vectorized.two_level_argmax`) when E is whole 64-lane chunks and a row's repeat
+    stride fits the uint8 field (E <= 2040); else with one ReduceMax(calIndex) per row."""
+    return E > 64 and E % 64 == 0 and E // 8 <= 255
+
+
 def v3_layout(T: int, E: int, K: int) -> V3Layout:
     """The v3 UB layout for a tile of T rows (see :class:`V3Layout`). K is at most 64."""
+    return _v3_layout(_check_int("tile_points", T), _check_int("E", E), _check_int("K", K))
+
+
+@lru_cache(maxsize=4096)      # sliders and sweeps ask for the same few layouts again and again
+def _v3_layout(T: int, E: int, K: int) -> V3Layout:
     T, E, K = _check_int("tile_points", T), _check_int("E", E), _check_int("K", K)
     if K > 64:
         raise ValueError(f"v3 keeps each row's K winners in one 256-byte repeat, so K <= 64; got K={K}. "
@@ -117,14 +130,21 @@ def v3_layout(T: int, E: int, K: int) -> V3Layout:
     Ep = _ceil_div(E, 64) * 64
     Kp = next(p for p in (8, 16, 32, 64) if p >= K)
     T8, T32 = _ceil_div(T, 8) * 8, _ceil_div(T, 32) * 32
+    pieces = {}
+    if uses_two_level_argmax(E):
+        # the two-level argmax of wide rows: running max per lane [T, 64], the chunk it came from
+        # (then the candidate index), and 2**23 + lane, all float32
+        pieces["argmax_work"] = _pack([("lane_max", T * 64), ("lane_chunk", T * 64), ("lane_iota", T * 64)])
     pieces = {
+        **pieces,
         # the scores being knocked out, then a same-sized block of -inf (Select's src0)
         "scores_work": _pack([("work", T * Ep), ("neg_inf", T * Ep)]),
         # per-row results: WholeReduceMax pairs, their values / indices split by GatherMask
         # (whole repeats: up to T32), the expert iota, the GatherMask pattern, ReduceMax's tmp
         "row_results": _pack([("pairs", 2 * T32), ("row_values", T32), ("row_argmax", T32),
                               ("expert_iota", 64), ("pattern", 8),
-                              ("reduce_tmp", reduce_max_tmp_elements(E, 4, True) if Ep > 64 else 0)]),
+                              ("reduce_tmp", reduce_max_tmp_elements(E, 4, True)
+                               if Ep > 64 and not uses_two_level_argmax(E) else 0)]),
         # Brcb destinations (Brcb may not write the buffer it reads): argmax per 64-column
         # chunk, the row max (round 0), one column of values / the row sums
         "row_bcast": _pack([("argmax_bcast", T8 * 8 * (Ep // 64)), ("max_bcast", T8 * 8),
@@ -148,6 +168,8 @@ def _v3_buffers(T: int, E: int, K: int, block_bytes: int) -> tuple[UbBuffer, ...
         UbBuffer.make("row_results", "float32", size("row_results"), 1, block_bytes),
         UbBuffer.make("row_bcast", "float32", size("row_bcast"), 1, block_bytes),
         UbBuffer.make("topk_padded", "float32", size("topk_padded"), 1, block_bytes),
+        *((UbBuffer.make("argmax_work", "float32", size("argmax_work"), 1, block_bytes),)
+          if "argmax_work" in lay.pieces else ()),
         # not allocated: left free, because Select (tensor-tensor mode) uses 8 KB of UB as its own
         # scratch (Select.md: 预留8KB); the host counts it so a full tile still leaves it
         UbBuffer.make("select_reserve", "uint8", SCRATCH_RESERVE_BYTES, 1, block_bytes),
@@ -166,12 +188,29 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
     * ``v2``, ``v2_bad_sync`` and ``v2c``: the same three, two copies each (double-buffered);
     * ``v3``: rows at a stride Ep = E rounded up to 64: scores f32 [T*Ep] (two copies; float16
       input uses the first half), topk_values f32 / topk_indices i32 [T8*K] (two copies), and
-      single-copy TBufs scores_work, select_mask (bits), row_results, row_bcast and topk_padded,
+      single-copy TBufs scores_work, select_mask (bits), row_results, row_bcast, topk_padded and,
+      for E > 64 in whole 64-lane chunks, argmax_work (3·T·64 float32 of the two-level argmax),
       laid out by :func:`v3_layout`, plus ``select_reserve``: 8 KB the kernel leaves free for
       Select's own scratch.
 
     Each buffer is rounded up to whole ``block_bytes`` blocks. Kernels allocate exactly these.
     """
+    return _budget(version, tile_points, E, K, block_bytes)
+
+
+def _budget(version, tile_points, E, K, block_bytes):
+    key = (version, tile_points, E, K, block_bytes)
+    if type(version) is str and all(type(v) is int for v in key[1:]):   # not bool, not numpy: exact keys
+        return _budget_cached(*key)
+    return _budget_checked(*key)
+
+
+@lru_cache(maxsize=8192)      # a pure function of its arguments, asked for again and again
+def _budget_cached(version, tile_points, E, K, block_bytes):
+    return _budget_checked(version, tile_points, E, K, block_bytes)
+
+
+def _budget_checked(version, tile_points, E, K, block_bytes):
     if not isinstance(version, str) or version not in MOE_UB_VERSIONS:
         raise ValueError(
             f"unknown kernel version {version!r}; known versions: {', '.join(MOE_UB_VERSIONS)}"

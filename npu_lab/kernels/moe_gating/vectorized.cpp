@@ -5,7 +5,12 @@
 // The vector unit works on all rows of a tile at once. Rows sit in UB at a stride Ep = E rounded
 // up to 64 (each row whole 256-B repeats: repeat j of a 64-lane instruction is row j), columns
 // E..Ep-1 are never read (every reduction takes exactly E lanes). K rounds of
-//   argmax     WholeReduceMax, one repeat per row (E <= 64), else ReduceMax(calIndex) per row
+//   argmax     WholeReduceMax, one repeat per row (E <= 64); E > 64 in whole 64-lane chunks: the
+//              two-level argmax over all rows at once (TwoLevelArgmax: per lane the running Max
+//              over the chunks and the first chunk holding it, Compare LE + Select; WholeReduceMax
+//              of the lane maxima, Compare EQ, the smallest 2^23 + 64*chunk + lane by
+//              WholeReduceMin, an int32 Adds of -0x4B000000 on its bits); else ReduceMax(calIndex)
+//              per row
 //   split      GatherMask pattern 1 (values) / 2 (index bits) of the [value, index] pairs
 //   column k   Brcb + a bit-masked level-0 Copy into [rows, Kp] (Kp = 8/16/32/64 >= K)
 //   knock-out  Brcb of the argmax (minus 64*c per 64-column chunk c), Compare EQ of a 64-lane
@@ -25,7 +30,9 @@
 using namespace AscendC;
 
 constexpr int32_t BLOCK_BYTES = 32;
-constexpr int32_t REPEAT_CHUNK = 252;  // <= 255 repeats; a multiple of 4 keeps Compare's mask 32-B aligned
+constexpr int32_t REPEAT_CHUNK = 252;
+constexpr float TWO_POW_23 = 8388608.0f;   // 2^23 + n is exact for n < 2^23; its bits are 0x4B000000 + n
+constexpr int32_t TWO_POW_23_BITS = 0x4B000000;  // <= 255 repeats; a multiple of 4 keeps Compare's mask 32-B aligned
 // A2 (__CCE_AICORE__ == 220) compares int32 with EQ; the 310P (200) has no int32 Compare.
 constexpr bool INT32_COMPARE_EQ = (__CCE_AICORE__ == 220);
 // the fitted polynomial 2^f ~ ((c0 f + c1) f + c2) f + c3 on [0, 1) (vectorized.py FAST_EXP_COEFFS)
@@ -117,12 +124,16 @@ public:
         pipe.InitBuffer(scoresQueue, 2, T_ * Ep * sizeof(float));     // float16 uses the first half
         pipe.InitBuffer(valuesQueue, 2, Align(T8 * K * sizeof(float), BLOCK_BYTES));
         pipe.InitBuffer(indicesQueue, 2, Align(T8 * K * sizeof(int32_t), BLOCK_BYTES));
-        reduceTmpLen = m > 1 ? Align(ReduceMaxTmpLen(E), 8) : 0;
+        twoLevel = E > 64 && E % 64 == 0 && E / 8 <= 255;     // ub_budget.uses_two_level_argmax
+        reduceTmpLen = m > 1 && !twoLevel ? Align(ReduceMaxTmpLen(E), 8) : 0;
         pipe.InitBuffer(scoresWorkBuf, 2 * Align(T_ * Ep, 8) * sizeof(float));
         pipe.InitBuffer(selectMaskBuf, Align(T_ * Ep / 8, BLOCK_BYTES));
         pipe.InitBuffer(rowResultsBuf, (4 * T32 + 72 + reduceTmpLen) * sizeof(float));
         pipe.InitBuffer(rowBcastBuf, (T8 * 8 * m + 2 * T8 * 8) * sizeof(float));
         pipe.InitBuffer(topkPaddedBuf, 5 * T8 * Kp * sizeof(float));
+        if (twoLevel) {
+            pipe.InitBuffer(argmaxWorkBuf, 3 * T_ * 64 * sizeof(float));
+        }
         LocalTensor<float> sw = scoresWorkBuf.Get<float>();
         work = sw;
         negInf = sw[Align(T_ * Ep, 8)];
@@ -151,6 +162,17 @@ public:
         } else {
             CreateVecIndex(iota.ReinterpretCast<float>(), 0.0f, 64);
         }
+        if (twoLevel) {                                        // 2^23 + lane, for every row
+            LocalTensor<float> aw = argmaxWorkBuf.Get<float>();
+            laneMax = aw;
+            laneChunk = aw[T_ * 64];
+            laneIota = aw[2 * T_ * 64];
+            CreateVecIndex(laneIota, TWO_POW_23, 64);
+            for (int32_t r0 = 0; r0 < T_ - 1; r0 += REPEAT_CHUNK) {
+                int32_t n = T_ - 1 - r0 < REPEAT_CHUNK ? T_ - 1 - r0 : REPEAT_CHUNK;
+                Copy(laneIota[64 + 64 * r0], laneIota, 64, n, CopyRepeatParams(1, 1, 8, 0));
+            }
+        }
         uint64_t bits = 0;                                     // GatherMask: first K of every Kp lanes
         for (int32_t lane = 0; lane < 64; ++lane) {
             if (lane % Kp < K) bits |= 1ULL << lane;
@@ -174,6 +196,53 @@ public:
     }
 
 private:
+    // Max and first argmax of every row (E = m whole 64-lane chunks) -> rowValues, bcast, rowArgmax
+    __aicore__ inline void TwoLevelArgmax(const LocalTensor<float>& src, const LocalTensor<float>& bcast,
+                                          int32_t rows, int32_t rows8)
+    {
+        uint64_t rsvdCnt = 0;
+        uint8_t wide = static_cast<uint8_t>(Ep / 8);           // a row's repeat stride, in blocks
+        Duplicate(laneChunk, 0.0f, rows * 64);
+        for (int32_t c = 1; c < m; ++c) {                      // level 1: per lane, over the chunks
+            LocalTensor<float> prev = c == 1 ? src : laneMax;
+            int32_t prevRow = c == 1 ? Ep : 64;
+            uint8_t prevStride = c == 1 ? wide : 8;
+            for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {   // chunk c no larger: keep
+                int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
+                Compare(mask[r0 * 8], src[r0 * Ep + 64 * c], prev[r0 * prevRow], CMPMODE::LE, 64, n,
+                        BinaryRepeatParams(1, 1, 1, 8, wide, prevStride));
+            }
+            Select(laneChunk, mask, laneChunk, static_cast<float>(c), SELMODE::VSEL_TENSOR_SCALAR_MODE, rows * 64);
+            for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {
+                int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
+                Max(laneMax[r0 * 64], prev[r0 * prevRow], src[r0 * Ep + 64 * c], 64, n,
+                    BinaryRepeatParams(1, 1, 1, 8, prevStride, wide));
+            }
+        }
+        for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {  // level 2: the row max
+            int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
+            WholeReduceMax(pairs[2 * r0], laneMax[r0 * 64], 64, n, 1, 1, 8, ReduceOrder::ORDER_VALUE_INDEX);
+        }
+        GatherMaskParams split(1, CeilDiv(2 * rows, 64), 8, 0);
+        GatherMask(rowValues, pairs, 1, false, 0, split, rsvdCnt);
+        Brcb(bcast, rowValues, rows8, BrcbRepeatParams(1, 8));
+        for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {  // the lanes holding it
+            int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
+            Compare(mask[r0 * 8], laneMax[r0 * 64], bcast[r0 * 8], CMPMODE::EQ, 64, n,
+                    BinaryRepeatParams(1, 1, 0, 8, 8, 1));
+        }
+        Muls(laneChunk, laneChunk, 64.0f, rows * 64);          // 64 * chunk
+        Add(laneChunk, laneChunk, laneIota, rows * 64);        // + 2^23 + lane
+        Select(laneChunk, mask, laneChunk, 2.0f * TWO_POW_23, SELMODE::VSEL_TENSOR_SCALAR_MODE, rows * 64);
+        for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {  // the first index holding the max
+            int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
+            WholeReduceMin(pairs[2 * r0], laneChunk[r0 * 64], 64, n, 1, 1, 8, ReduceOrder::ORDER_VALUE_INDEX);
+        }
+        GatherMask(rowArgmax.ReinterpretCast<uint32_t>(), pairs.ReinterpretCast<uint32_t>(), 1, false, 0,
+                   split, rsvdCnt);                            // 2^23 + index, as bits
+        Adds(rowArgmax, rowArgmax, -TWO_POW_23_BITS, rows);
+    }
+
     __aicore__ inline int32_t ReduceMaxTmpLen(int32_t count)
     {   // ReduceMax.md: room for (value, index) pairs of every pass
         int32_t first = CeilDiv(count, 64) * 2;
@@ -220,23 +289,28 @@ private:
         int32_t rows8 = CeilDiv(rows, 8);
         uint64_t rsvdCnt = 0;
         for (int32_t k = 0; k < K; ++k) {
-            if (E <= 64) {                                     // one repeat per row
-                for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {
-                    int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
-                    WholeReduceMax(pairs[2 * r0], src[r0 * Ep], E, n, 1, 1, Ep / 8, ReduceOrder::ORDER_VALUE_INDEX);
-                }
-            } else {                                           // a row spans m repeats: per row
-                for (int32_t r = 0; r < rows; ++r) {
-                    ReduceMax(pairs[2 * r], src[r * Ep], reduceTmp, E, true);
-                }
-            }
-            GatherMaskParams split(1, CeilDiv(2 * rows, 64), 8, 0);
-            GatherMask(rowValues, pairs, 1, false, 0, split, rsvdCnt);                        // values
-            GatherMask(rowArgmax.ReinterpretCast<uint32_t>(), pairs.ReinterpretCast<uint32_t>(), 2, false, 0,
-                       split, rsvdCnt);                                                        // index bits
             LocalTensor<float> bcast = k == 0 ? maxBcast : columnBcast;
+            if (twoLevel) {                                    // all rows at once, O(m) instructions
+                TwoLevelArgmax(src, bcast, rows, rows8);
+            } else {
+                if (E <= 64) {                                 // one repeat per row
+                    for (int32_t r0 = 0; r0 < rows; r0 += REPEAT_CHUNK) {
+                        int32_t n = rows - r0 < REPEAT_CHUNK ? rows - r0 : REPEAT_CHUNK;
+                        WholeReduceMax(pairs[2 * r0], src[r0 * Ep], E, n, 1, 1, Ep / 8,
+                                       ReduceOrder::ORDER_VALUE_INDEX);
+                    }
+                } else {                                       // a row spans m repeats: per row
+                    for (int32_t r = 0; r < rows; ++r) {
+                        ReduceMax(pairs[2 * r], src[r * Ep], reduceTmp, E, true);
+                    }
+                }
+                GatherMaskParams split(1, CeilDiv(2 * rows, 64), 8, 0);
+                GatherMask(rowValues, pairs, 1, false, 0, split, rsvdCnt);                    // values
+                GatherMask(rowArgmax.ReinterpretCast<uint32_t>(), pairs.ReinterpretCast<uint32_t>(), 2, false, 0,
+                           split, rsvdCnt);                                                    // index bits
+                Brcb(bcast, rowValues, rows8, BrcbRepeatParams(1, 8));
+            }
             uint64_t lane[2] = {LaneBits(k % 8), 0};
-            Brcb(bcast, rowValues, rows8, BrcbRepeatParams(1, 8));
             Copy(valuesPad[(k / 8) * 8], bcast, lane, rows8, CopyRepeatParams(Kp / 8, 1, Kp, 8));
             Brcb(argmaxBcast, rowArgmax, rows8, BrcbRepeatParams(m, 8 * m));
             Copy(indicesPad[(k / 8) * 8], argmaxBcast, lane, rows8, CopyRepeatParams(Kp / 8, m, Kp, 8 * m));
@@ -337,8 +411,9 @@ private:
     TPipe pipe;
     TQue<TPosition::VECIN, 2> scoresQueue;          // depth 2: the prefetch enqueues before the DeQue
     TQue<TPosition::VECOUT, 1> valuesQueue, indicesQueue;
-    TBuf<TPosition::VECCALC> scoresWorkBuf, selectMaskBuf, rowResultsBuf, rowBcastBuf, topkPaddedBuf;
+    TBuf<TPosition::VECCALC> scoresWorkBuf, selectMaskBuf, rowResultsBuf, rowBcastBuf, topkPaddedBuf, argmaxWorkBuf;
     LocalTensor<float> work, negInf, pairs, rowValues, reduceTmp, maxBcast, columnBcast, valuesPad, expWork;
+    LocalTensor<float> laneMax, laneChunk, laneIota;     // the two-level argmax (E > 64)
     LocalTensor<int32_t> rowArgmax, iota, argmaxBcast, indicesPad;
     LocalTensor<uint32_t> pattern;
     LocalTensor<uint8_t> mask;
@@ -347,6 +422,7 @@ private:
     GlobalTensor<float> weightsGm;
     MoeGatingTiling t;
     int32_t E, K, T_, Ep, m, Kp, reduceTmpLen, blockIdx, blockNum, myTiles;
+    bool twoLevel;
 };
 
 // DTYPE_GATE: float or half, the gate logits' type (an operator project generates the macro).
