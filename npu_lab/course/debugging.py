@@ -43,7 +43,7 @@ _PYTHON_LIB_DIR = os.path.dirname(os.__file__)
 
 # --------------------------------------------------------------------------- errors
 def kernel_line(exc: BaseException) -> str | None:
-    """``"file:line: code"`` of the innermost frame of ``exc``'s traceback outside npu_lab and the
+    """``"file line N: code"`` (``"cell line N: code"`` for a notebook cell) of the innermost frame of ``exc``'s traceback outside npu_lab and the
     standard library — the line of the learner's kernel that made the failing call — or None."""
     if not isinstance(exc, BaseException):
         raise TypeError(f"kernel_line takes an exception, got {type(exc).__name__}")
@@ -56,7 +56,9 @@ def kernel_line(exc: BaseException) -> str | None:
     if found is None:
         return None
     code = (found.line or linecache.getline(found.filename, found.lineno)).strip()
-    return f"{os.path.basename(found.filename)}:{found.lineno}: {code}"
+    # a notebook cell runs from a temporary file named after a hash of its source (ipykernel)
+    where = "cell" if "ipykernel_" in found.filename else os.path.basename(found.filename)
+    return f"{where} line {found.lineno}: {code}"
 
 
 # "race on UB buffer 'y': DataCopy on pipe MTE3 starts at cycle 930 but V is still writing it until 948"
