@@ -278,7 +278,7 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
     time a gap *ends* tells what it waited for:
 
     * it ends exactly when an instruction of another pipe X ends: a flag, queue or barrier wait
-      on X — ``cause`` "waits for X (flag)";
+      on X — ``cause`` "waits for X (flag)" (``X+Y`` when two pipes' instructions end then);
     * it ends a few issue slots (``hw.scalar_issue_cycles`` each) after the last instruction of
       another pipe X ended: the scalar unit got to issue it only then — it had waited for X itself
       (a ``WaitFlag`` on S, a ``PipeBarrier``) or, X = S, it was busy with its own scalar work —
@@ -292,7 +292,7 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
     are left out. Idle time before a pipe's first instruction and after its last is not a gap."""
     import pandas as pd
 
-    from ..sim import Timeline
+    from ..sim import ALL_PIPES, Timeline
 
     if not isinstance(timeline, Timeline):
         raise TypeError(f"pipe_bubbles takes a Timeline (from npu_lab.launch or a .timeline), got "
@@ -313,12 +313,14 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
     end_us = ev["end_us"].to_numpy()
 
     def last_end(after: float, until: float, pipe: str):
-        """The pipe (not ``pipe``) whose instruction ended last in (after, until], and when."""
+        """The pipes (not ``pipe``; ``"MTE2+MTE3"`` on a tie) whose instruction ended last in
+        (after, until], and when."""
         mask = (end_us > after + _TOL_US) & (end_us <= until + _TOL_US) & (end_pipe != pipe)
         if not mask.any():
             return None, None
-        i = int(np.argmax(np.where(mask, end_us, -np.inf)))
-        return end_pipe[i], end_us[i]
+        when = float(end_us[mask].max())
+        tied = set(end_pipe[mask & (end_us >= when - _TOL_US)])
+        return "+".join(p for p in ALL_PIPES if p in tied), when
 
     rows = []
     for pipe, group in ev.groupby("pipe", sort=False):

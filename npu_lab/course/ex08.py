@@ -160,11 +160,12 @@ def check_idle_pipe(answer) -> CheckResult:
         return wrong(f"{answer!r} is not a pipe of this kernel: answer 'MTE2', 'S' or 'MTE3'.")
     idle = idle_by_pipe()
     truth = max(idle, key=idle.get)
-    table = ", ".join(f"{p} {v:.1f} \u00b5s" for p, v in sorted(idle.items(), key=lambda kv: -kv[1]))
+    # no µs here: 08.4 asks for them next
+    order = " > ".join(sorted(idle, key=lambda p: -idle[p]))
     if given == truth:
-        return right(f"idle between first and last instruction on core 0: {table}. After each tile the "
-                     "barrier makes the next load wait for the whole tile — its compute and its store — "
-                     "so the load pipe waits longest.")
+        return right(f"idle time between first and last instruction on core 0: {order}. After each tile "
+                     "the barrier makes the next load wait for the whole tile — its compute and its "
+                     "store — and the load is the shortest stage, so its pipe waits longest.")
     return wrong(f"{given} is not the one. Hint: with the barrier each tile runs load, compute, store "
                  "in turn; while one stage runs, the other two pipes wait. Which stage is shortest?")
 
