@@ -7,7 +7,8 @@
   looked up at the commit before the 9.1 renames (``3825d1c98^``);
 * every public ``KernelContext`` method that issues an instruction is in the map (the two
   simulator annotations are listed explicitly);
-* docs/ascend_c_api.md is what scripts/gen_api_doc.py generates from the map today.
+* docs/api_cheatsheet.md is what scripts/gen_api_doc.py generates from the map today, and every
+  entry sits in exactly one topic group of the sheet.
 """
 
 from __future__ import annotations
@@ -141,9 +142,32 @@ def _gen_module():
 
 
 def test_generated_doc_is_up_to_date():
-    """docs/ascend_c_api.md == scripts/gen_api_doc.py's output (regenerate it after editing the map)."""
+    """docs/api_cheatsheet.md == scripts/gen_api_doc.py's output (regenerate it after editing the map)."""
     text = _gen_module().render()
-    path = ROOT / "docs" / "ascend_c_api.md"
+    path = ROOT / "docs" / "api_cheatsheet.md"
     assert path.read_text(encoding="utf-8") == text, "stale: run python scripts/gen_api_doc.py"
     for name in ASCEND_C_API:
         assert f"| `{name}` |" in text
+    assert not (ROOT / "docs" / "ascend_c_api.md").exists(), "one generated API document: api_cheatsheet.md"
+
+
+def test_every_entry_is_in_exactly_one_cheat_sheet_group():
+    """A new ASCEND_C_API entry without a topic group makes the generator fail, naming it."""
+    gen = _gen_module()
+    gen.check_groups(list(ASCEND_C_API))                      # today: complete
+    with pytest.raises(ValueError, match="in no group.*NewCall"):
+        gen.check_groups(list(ASCEND_C_API) + ["NewCall"])
+    with pytest.raises(ValueError, match="does not have.*Add"):
+        gen.check_groups([n for n in ASCEND_C_API if n != "Add"])
+
+
+def test_check_mode_reports_a_stale_sheet(tmp_path, monkeypatch):
+    """``gen_api_doc.py --check`` exits 1 when the file differs from the map, 0 when it matches."""
+    gen = _gen_module()
+    out = tmp_path / "api_cheatsheet.md"
+    monkeypatch.setattr(gen, "OUT", out)
+    monkeypatch.setattr(gen, "ROOT", ROOT)
+    out.write_text("old\n", encoding="utf-8")
+    assert gen.main(["--check"]) == 1
+    out.write_text(gen.render(), encoding="utf-8")
+    assert gen.main(["--check"]) == 0
