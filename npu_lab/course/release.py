@@ -16,6 +16,7 @@ nbgrader is imported only when a course is built, so the rest of the course laye
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sys
@@ -46,7 +47,6 @@ c = get_config()  # noqa: F821
 c.CourseDirectory.root = __file__.rsplit("/", 1)[0] or "."
 c.ClearSolutions.code_stub = {{"python": {CODE_STUB!r}}}
 c.Execute.timeout = {EXECUTE_TIMEOUT_S}
-c.Execute.allow_errors = True
 '''
 
 
@@ -62,17 +62,35 @@ def nbgrader_config(course_root: Path):
     config.CourseDirectory.root = str(course_root)
     config.ClearSolutions.code_stub = {"python": CODE_STUB}
     config.Execute.timeout = EXECUTE_TIMEOUT_S
-    config.Execute.allow_errors = True
     return config
+
+
+@functools.lru_cache(maxsize=1)
+def alembic_head() -> str:
+    """The gradebook schema revision of the installed nbgrader, asked of alembic in-process.
+    nbgrader asks the same question by running the ``alembic`` executable for every new gradebook
+    (a Python start-up each time, seconds on a busy machine); the answer is fixed per install."""
+    import nbgrader
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 @contextlib.contextmanager
 def nbgrader_environment():
-    """nbgrader's gradebook runs the ``alembic`` executable by name: put this Python's scripts
-    folder first on PATH (a venv used without activating it), and silence SQLAlchemy 2's
-    warnings about nbgrader's session use (they say nothing to an instructor)."""
-    old_path = os.environ.get("PATH", "")
+    """What nbgrader needs around an in-process run: its gradebook may still run the ``alembic``
+    executable by name (upgrading an old gradebook), so this Python's scripts folder goes first on
+    PATH (a venv used without activating it); the new-gradebook revision check uses
+    :func:`alembic_head`; SQLAlchemy 2's warnings about nbgrader's session use (nothing an
+    instructor can act on) are silenced."""
+    import nbgrader.api
+
+    old_path, old_version = os.environ.get("PATH", ""), nbgrader.api.get_alembic_version
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), old_path])
+    nbgrader.api.get_alembic_version = alembic_head
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"nbgrader\..*")
@@ -80,6 +98,7 @@ def nbgrader_environment():
             yield
     finally:
         os.environ["PATH"] = old_path
+        nbgrader.api.get_alembic_version = old_version
 
 
 def run_nbgrader(converter_name: str, course_root: Path, **coursedir_attrs) -> str:
