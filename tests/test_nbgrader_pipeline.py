@@ -153,8 +153,8 @@ def test_metadata_script_reports_bad_markers_and_leaves_the_file(tmp_path, capsy
 # ------------------------------------------------------------------------------- the real pipeline
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    """Release the fixture with nbgrader, hand in a solved and an untouched copy, grade both
-    through the command line. Returns (released notebook path, grade output folder, stdout)."""
+    """Release the fixture with nbgrader, hand in a solved, an untouched and a tampered copy,
+    grade them through the command line. Returns (released notebook path, grade output folder, stdout)."""
     root = tmp_path_factory.mktemp("nbgrader")
     [released] = generate_student_notebooks([FIXTURE], root / "release")
     student = nbformat.read(released, as_version=4)
@@ -162,8 +162,13 @@ def pipeline(tmp_path_factory):
     solved = copy.deepcopy(student)
     for ex in find_exercises(instructor):      # the student types the solution in
         solved.cells[ex.solution_cell].source = without_markers(instructor.cells[ex.solution_cell].source)
+    # carol answers the prediction and, instead of the kernel, empties the kernel's check cell
+    tampered = copy.deepcopy(student)
+    prediction, kernel = find_exercises(instructor)
+    tampered.cells[prediction.solution_cell] = solved.cells[prediction.solution_cell]
+    tampered.cells[kernel.check_cell].source = "print('all good')"
     subs = root / "submissions"
-    for name, nb in (("alice", solved), ("bob", student)):
+    for name, nb in (("alice", solved), ("bob", student), ("carol", tampered)):
         (subs / name).mkdir(parents=True)
         nbformat.write(nb, subs / name / FIXTURE.name)
     (subs / "bob" / "99_unknown.ipynb").write_text("{}")
@@ -203,12 +208,14 @@ def test_grades_solved_full_marks_untouched_zero(pipeline):
     table = {(r["student"], r["exercise"]): (float(r["score"]), float(r["max_score"]), r["status"]) for r in rows}
     assert table == {
         ("alice", "90.1"): (1.0, 1.0, "graded"), ("alice", "90.scaled_add"): (3.0, 3.0, "graded"),
-        ("bob", "90.1"): (0.0, 1.0, "graded"), ("bob", "90.scaled_add"): (0.0, 3.0, "graded")}
+        ("bob", "90.1"): (0.0, 1.0, "graded"), ("bob", "90.scaled_add"): (0.0, 3.0, "graded"),
+        # the check cell is restored from the instructor version (hidden tests included)
+        ("carol", "90.1"): (1.0, 1.0, "graded"), ("carol", "90.scaled_add"): (0.0, 3.0, "graded")}
     with (out / "scores_by_student.csv").open() as f:
         wide = list(csv.reader(f))
     assert wide == [["student", "90.1", "90.scaled_add", "total", "max"],
-                    ["alice", "1", "3", "4", "4"], ["bob", "0", "0", "0", "4"]]
-    for student in ("alice", "bob"):
+                    ["alice", "1", "3", "4", "4"], ["bob", "0", "0", "0", "4"], ["carol", "1", "0", "1", "4"]]
+    for student in ("alice", "bob", "carol"):
         page = out / "feedback" / student / "90_practice.html"
         assert page.is_file() and "90.scaled_add" in page.read_text()
     assert "alice: 4 / 4 points" in stdout and "bob: 0 / 4 points" in stdout
