@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 NBVAL_TIMEOUT ?= 120
 
-.PHONY: lab test test-unit test-notebooks test-browser notebooks bench install clean
+.PHONY: lab test test-unit test-notebooks test-browser notebooks bench install clean release grade instructor
 
 install: $(STAMP)
 
@@ -40,13 +40,35 @@ test: test-unit test-notebooks  ## unit tests, then every notebook under nbval
 test-unit: install
 	$(PY) -m pytest -q tests
 
+# The student notebooks (outputs compared; unfinished exercises must not raise), then the
+# instructor notebooks (outputs not stored, so --nbval-lax: every cell runs, and every hidden test
+# asserts that its solution passes its check). Before instructor/ exists only the first runs.
+INSTRUCTOR_NBS = $(wildcard instructor/[0-9][0-9]_*.ipynb)
+
 test-notebooks: install
 	$(PY) -m pytest -q -p no:randomly --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--nbval-cell-timeout=$(NBVAL_TIMEOUT) notebooks/
+	$(if $(INSTRUCTOR_NBS),$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env \
+		--nbval-cell-timeout=$(NBVAL_TIMEOUT) instructor/,@echo "no instructor/ notebooks yet: only notebooks/ ran (python scripts/make_instructor.py creates them)")
 
 notebooks: install  ## re-execute every notebook and strip widget state / metadata noise
 	$(PY) scripts/run_notebooks.py notebooks/*.ipynb
+
+# Instructors (docs/instructors.md). instructor/NN_*.ipynb hold the solutions; `make release` writes
+# the student notebooks/ from them: nbgrader metadata from the in-cell markers, nbgrader's
+# generate_assignment in a temporary course folder, then executed by scripts/run_notebooks.py.
+release: install  ## student notebooks/ from instructor/ (nbgrader generate_assignment, executed)
+	$(PY) scripts/nbgrader_metadata.py --strip-outputs 'instructor/[0-9][0-9]_*.ipynb'
+	$(PY) scripts/release.py
+
+# make grade SUBMISSIONS=dir [GRADES=out]: dir/<student>/<NN_name>.ipynb -> scores CSV + feedback
+grade: install  ## autograde SUBMISSIONS=dir with nbgrader: scores.csv and feedback pages
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=outdir]  (dir/<student>/<NN_name>.ipynb)"; exit 2; }
+	$(PY) -m npu_lab grade '$(SUBMISSIONS)' $(if $(GRADES),-o '$(GRADES)')
+
+instructor: install  ## once: copy notebooks/ to instructor/ with nbgrader metadata (then make release)
+	$(PY) scripts/make_instructor.py
 
 test-browser: install  ## slider notebooks in a real headless chromium (JupyterLab and Voila)
 	bash scripts/install_browser_deps.sh

@@ -7,7 +7,9 @@ Commands (each has ``--help``):
 * ``trace``  — one timing-only run written as a Chrome trace (open it in Perfetto);
 * ``run``    — a full run on seeded random logits, checked against the numpy reference;
 * ``chips``  — the chip presets, or one preset's numbers with their provenance;
-* ``claims`` — the first article's claims next to the model's figures.
+* ``claims`` — the first article's claims next to the model's figures;
+* ``grade``  — autograde a folder of submitted notebooks with nbgrader (instructors; see
+  docs/instructors.md): a per-student, per-exercise score table (CSV) and feedback pages.
 
 Bad arguments end with one line on stderr (``npu_lab: error: ...``) and a non-zero exit code:
 2 for a bad argument, 1 for a failed write or a failed check. This module only parses, calls the
@@ -338,6 +340,23 @@ def cmd_claims(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------- grade
+def cmd_grade(args) -> int:
+    from .course.grading import grade_submissions
+    from .course.release import INSTRUCTOR_DIR, ReleaseError
+
+    submissions = Path(args.submissions)
+    out = Path(args.output) if args.output else submissions.resolve().parent / f"{submissions.resolve().name}_graded"
+    instructor = Path(args.instructor) if args.instructor else INSTRUCTOR_DIR
+    try:
+        report = grade_submissions(submissions, out, instructor)
+    except ReleaseError as exc:
+        raise CliError(str(exc), 1) from exc
+    print(f"graded {len({r['student'] for r in report.rows})} student(s) in {submissions} against {instructor}:")
+    print(report.summary())
+    return 0
+
+
 def _text_table(df) -> str:
     """Left-aligned plain-text table (pandas right-aligns text, which reads badly for prose)."""
     cells = [[str(c) for c in df.columns]] + [[str(v) for v in row] for row in df.itertuples(index=False)]
@@ -381,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                             f"  {PROG} run --version v3 --seed 0\n"
                             f"  {PROG} chips --show ascend-910b2\n"
                             f"  {PROG} claims --chip article\n"
+                            f"  {PROG} grade submissions/ -o grades/\n"
                             f"run `{PROG} COMMAND --help` for a command's options")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -435,6 +455,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chip preset (default article, the one fitted to the article's table): "
                         + ", ".join(list_presets()))
     p.set_defaults(func=cmd_claims)
+
+    p = sub.add_parser("grade", help="autograde submitted notebooks with nbgrader (instructors)",
+                       description=_wrap("Autograde a folder of submitted course notebooks with nbgrader "
+                                         "against the instructor notebooks (hidden tests restored from "
+                                         "them) and write scores.csv (one row per student and exercise), "
+                                         "scores_by_student.csv and feedback HTML pages."),
+                       epilog="layout: SUBMISSIONS/<student>/<NN_name>.ipynb, the student notebooks as "
+                              "handed out (notebooks/); see docs/instructors.md", formatter_class=fmt)
+    p.add_argument("submissions", metavar="SUBMISSIONS", help="folder with one sub-folder per student")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="where to write scores and feedback (default: SUBMISSIONS_graded beside it)")
+    p.add_argument("--instructor", metavar="DIR",
+                   help="folder of the instructor notebooks (default: the repository's instructor/)")
+    p.set_defaults(func=cmd_grade)
     return parser
 
 
@@ -452,7 +486,7 @@ def main(argv=None) -> int:
         except SystemExit as exc:          # --help
             return exc.code if isinstance(exc.code, int) else 0
         if args.command is None:
-            raise CliError(f"choose a command: sweep, trace, run, chips or claims (see `{PROG} --help`)")
+            raise CliError(f"choose a command: sweep, trace, run, chips, claims or grade (see `{PROG} --help`)")
         if args.command != "claims" and getattr(args, "K", 1) > getattr(args, "E", 1):
             raise CliError(f"--K must be at most --E (experts chosen per token <= experts); "
                            f"got K={args.K}, E={args.E}")
