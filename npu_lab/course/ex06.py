@@ -29,11 +29,11 @@ __all__ = ['check_topk_vector_instructions', 'fast_exp_instructions', 'exp_break
            'check_fast_exp_vector_cost', 'expected_answers', 'topk_vector_instructions', 'fast_exp_vector_cost_pct']
 
 #: Exercise 06.1: the top-K's K (the notebook's tiny run has K = 2).
-TOPK_K = 8
+TOPK_K = 6
 #: Exercise 06.2: the vector length (the notebook prints the break-even for 4096 and 16 floats).
-BREAK_EVEN_COUNT = 1024
+BREAK_EVEN_COUNT = 3000
 #: Exercise 06.3: v3 at this tileS and K (the notebook runs tileS = 8, K = 2).
-FAST_EXP_CASE = dict(tile_s=16, K=4)
+FAST_EXP_CASE = dict(tile_s=32, K=4)
 
 
 def expected_answers() -> dict[str, object]:
@@ -56,7 +56,7 @@ def _v_instructions(K: int, tiles: int, E: int) -> int:
 
 def check_topk_vector_instructions(answer, K: int = TOPK_K, E: int = 64) -> CheckResult:
     """v3 computes the top-K and the softmax of a whole tile with vector instructions. How many
-    vector (V) instructions does it issue per tile for K = 8 (exact exp)? Answer: a whole number."""
+    vector (V) instructions does it issue per tile for K = 6 (exact exp)? Answer: a whole number."""
     if answer is None:
         return _missing("a whole number of instructions")
     truth = topk_vector_instructions(K, E)
@@ -102,7 +102,7 @@ def exp_break_even_cycles(hw=CHIP, count: int = 4096, target: float = 1.0) -> fl
 
 def check_fast_exp_break_even(answer, count: int = BREAK_EVEN_COUNT) -> CheckResult:
     """From how many cycles per repeat of the exact Exp (``vector_exp_cycles_per_repeat``) on does
-    the polynomial exp win, for 1024 floats on the 910B2 preset? Answer: cycles per repeat."""
+    the polynomial exp win, for 3000 floats on the 910B2 preset? Answer: cycles per repeat."""
     if answer is None:
         return _missing("a number of cycles per repeat")
     truth = exp_break_even_cycles(CHIP, count)
@@ -129,7 +129,7 @@ def fast_exp_vector_cost_pct(tile_s: int = FAST_EXP_CASE["tile_s"], K: int = FAS
 
 def check_fast_exp_vector_cost(answer, tile_s: int = FAST_EXP_CASE["tile_s"], K: int = FAST_EXP_CASE["K"]) -> CheckResult:
     """By how many percent does the polynomial exp raise v3's vector busy time (all cores) at S = 1024,
-    E = 64, K = 4, tileS = 16 on the 910B2 preset? Answer: a percentage (negative if it lowers it);
+    E = 64, K = 4, tileS = 32 on the 910B2 preset? Answer: a percentage (negative if it lowers it);
     within 2 points counts."""
     if answer is None:
         return _missing("a percentage, e.g. 15 (negative if the polynomial saves time)")
