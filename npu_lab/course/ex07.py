@@ -33,7 +33,7 @@ FITTED_FIELDS = DEFAULT_FREE
 #: Exercise 07.1: v3 at this shape on the 910B2 preset, a fixed tileS = 8 against the tuner.
 FIXED_TILE_CASE = dict(S=32768, E=128, K=4, tile_s=8)
 #: Exercise 07.2: v1 on the 'article' preset at this (E, K), keeping the E = 64, K = 2 sweet spot.
-SHIFT_CASE = dict(E=512, K=8)
+SHIFT_CASE = dict(E=384, K=8)
 #: tileS candidates of the 'article' preset's v1 sweet spot (the article's table goes to 32).
 ARTICLE_TILES = [1, 2, 4, 8, 16, 32]
 
@@ -81,7 +81,7 @@ def sweet_spot_shift_us(E: int = SHIFT_CASE["E"], K: int = SHIFT_CASE["K"]) -> f
 
 
 def check_sweet_spot_shift(answer) -> CheckResult:
-    """On the 'article' preset v1's best tileS at E = 64, K = 2 is the article's sweet spot. At E = 512,
+    """On the 'article' preset v1's best tileS at E = 64, K = 2 is the article's sweet spot. At E = 384,
     K = 8 (S = 1024, tileS from 1 to 32), how many µs does keeping that tileS cost against the new best?
     Answer: µs (within 5 %, or 1 µs)."""
     if answer is None:
