@@ -12,7 +12,7 @@ from npu_lab.course.ex02 import check_discrete_hbm_bytes, check_discrete_launch_
 from npu_lab.course.ex04 import check_double_buffer_gain, check_fusing_saves_bytes, check_v1_waves
 from npu_lab.course.ex03 import check_honest_ub_bytes, check_largest_tile_s, check_tile_s_halving_e, first_e_below_tile_s
 from npu_lab.kernels.moe_gating import (calculate_moe_gating_tiling, moe_gating_topk, moe_ub_bytes,
-                                        moe_ub_capacity, simulate_moe_gating, sweep)
+                                        moe_ub_capacity, simulate_moe_gating)
 
 ALL_CHECKS = [check_discrete_hbm_bytes, check_discrete_launch_share, check_underflow_second_expert,
               check_largest_tile_s, check_tile_s_halving_e, check_honest_ub_bytes, check_v1_waves,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from .checks import (parse_word, PERCENT, US, CheckResult, missing as _missing, parse_number as _number,
+from .checks import (PERCENT, US, CheckResult, missing as _missing, parse_number as _number,
                      right as _right, wrong as _wrong)
 from ..kernels.moe_gating import simulate_moe_gating
 from .pipeline_diagram import STAGES, period_formula, stage_durations, steady_state_period
@@ -62,7 +62,7 @@ def check_steady_state_period(answer) -> CheckResult:
     value = _number(answer, US)
     if value is None:
         return _wrong(f"{answer!r} is not a number of microseconds.")
-    value_of, formula = period_formula(l, c, s, buffers=PERIOD_BUFFERS)
+    _, formula = period_formula(l, c, s, buffers=PERIOD_BUFFERS)
     if math.isclose(value, truth, abs_tol=1e-6):
         return _right(f"{truth:g} \u00b5s = {formula}. With {PERIOD_BUFFERS} buffer(s) per queue, the load of the "
                       "next tile needs the input slot the compute is still reading, and the compute needs the "
