@@ -71,3 +71,21 @@ def test_tuning_explorer_circles_the_tuners_choice_and_explains_refusals():
     assert te.error and "DataCopyPad" in te.status.value and te.best is None
     with pytest.raises(ValueError, match="version"):
         TuningExplorer(version="v4")               # v4 has no tileS
+
+
+def test_heat_map_grid_marks_the_sweet_spot_and_refuses_a_bad_dimension():
+    import numpy as np
+
+    from npu_lab.course.explorers import sweet_spot_heat_map, tile_latency_grid
+    from npu_lab.kernels.moe_gating import sweep
+
+    grid = tile_latency_grid("v3", "S", [16, 1024], tiles=(1, 8, 32))
+    assert list(grid.index) == [16, 1024] and list(grid.columns) == [1, 8, 32]
+    assert np.isnan(grid.loc[16, 32])                                      # a tile longer than S does not exist
+    row = sweep("v3", 1, 1024, 64, 2, "ascend-910b2", [1, 8, 32]).set_index("tileS")["latency_us"]
+    assert np.allclose(grid.loc[1024].to_numpy(), row.reindex([1, 8, 32]).to_numpy())
+    fig = sweet_spot_heat_map({"v3": grid}, "S")
+    z = np.array(fig.data[0].z, dtype=float)
+    assert np.nanmin(z, axis=1) == pytest.approx([1.0, 1.0])              # each row relative to its own best
+    with pytest.raises(ValueError, match="dim"):
+        tile_latency_grid("v3", "K", [2])

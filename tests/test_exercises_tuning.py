@@ -1,65 +1,114 @@
-"""Exercise checks of notebooks 05-07 accept right answers and explain wrong ones with a hint."""
+"""Exercise checks of notebooks 04-07b accept right answers and explain wrong ones with a hint.
+
+Each truth is derived here from the library, independently of the check; every module's
+``expected_answers()`` must name exactly its checks, and each check must accept its own truth."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from npu_lab import get_preset
+from npu_lab.course import ex04, ex05, ex06, ex07, ex07b
 from npu_lab.course.ex01 import CheckResult
-from npu_lab.course.ex07 import check_article_vs_datasheet, check_dominant_fitted_field, check_sweet_spot_direction
-from npu_lab.course.ex05 import check_db_gain_one_tile_per_block, check_steady_state_period, check_v2_pacing_stage
-from npu_lab.course.ex06 import check_fast_exp_break_even, check_fast_exp_helps_v3, check_topk_vector_instructions, exp_break_even_cycles, fast_exp_instructions
-from npu_lab.kernels.moe_gating import exp_speedup
+from npu_lab.course.ex05 import check_db_gain_two_tiles_per_core, check_steady_state_period, check_v2_tile_period
+from npu_lab.course.ex06 import (check_fast_exp_break_even, check_fast_exp_vector_cost, check_topk_vector_instructions,
+                                 exp_break_even_cycles, fast_exp_instructions)
+from npu_lab.course.ex07 import check_fixed_tile_loss, check_sweet_spot_shift
+from npu_lab.course.ex07b import check_article_vs_datasheet, check_dispatch_effect
+from npu_lab.course.pipeline_diagram import stage_durations, steady_state_period
+from npu_lab.data import load_article_tile_sweep
+from npu_lab.kernels.moe_gating import autotune, exp_speedup, simulate_moe_gating
 
-CHECKS = [check_steady_state_period, check_v2_pacing_stage, check_db_gain_one_tile_per_block,
-          check_topk_vector_instructions, check_fast_exp_break_even, check_fast_exp_helps_v3,
-          check_dominant_fitted_field, check_sweet_spot_direction, check_article_vs_datasheet]
-
-# (check, right answers, wrong answers): right answers follow from the model (see the notebooks)
-CASES = [
-    (check_steady_state_period, [5, 5.0, "5", "5 us"], [10, 8, 7, "soon"]),
-    (check_v2_pacing_stage, ["store", "Store", "MTE3", "copy-out"], ["load", "compute", "S", 3]),
-    (check_db_gain_one_tile_per_block, [0, "0%", 0.4], [26, 15, "lots"]),
-    (check_topk_vector_instructions, [77, "77"], [23, 76, 77.5, "many"]),   # v3: 5 + 9 K per tile
-    (check_fast_exp_break_even, [17.25, "17.2", 17], [12, 34.7, "fast"]),
-    (check_fast_exp_helps_v3, ["no", "No.", False], ["yes", True, "maybe"]),
-    (check_dominant_fitted_field, ["block_dispatch_us", " block_dispatch_us "],
-     ["launch_overhead_us", "dma_latency_cycles", "dispatch", 1]),
-    (check_sweet_spot_direction, ["down", "smaller"], ["up", "same", "sideways"]),
-    (check_article_vs_datasheet, [3.6, "3.6x", 3.4], [1.0, 0.28, 10, "slow"]),
-]
+MODULES = [ex04, ex05, ex06, ex07, ex07b]
+CHECKS = [check_steady_state_period, check_v2_tile_period, check_db_gain_two_tiles_per_core,
+          check_topk_vector_instructions, check_fast_exp_break_even, check_fast_exp_vector_cost,
+          check_fixed_tile_loss, check_sweet_spot_shift, check_dispatch_effect, check_article_vs_datasheet]
 
 
-@pytest.mark.parametrize("check", CHECKS)
+def _lat(S, E, K, version, hw="ascend-910b2", tile_s=None):
+    return simulate_moe_gating(1, S, E, K, version=version, hw=hw, tile_s=tile_s).latency_us
+
+
+def _v_busy(version, K, tile_s):
+    return simulate_moe_gating(1, 1024, 64, K, version=version, tile_s=tile_s).timeline.busy_us_by_pipe()["V"]
+
+
+def _article_8():
+    t = load_article_tile_sweep()
+    return float(t.loc[t["tile_s"] == 8, "latency_us"].iloc[0]) / _lat(1024, 64, 2, "v1", tile_s=8)
+
+
+def _dispatch_effect():
+    art, b2 = get_preset("article"), get_preset("ascend-910b2")
+    return _lat(1024, 64, 2, "v1", art, 2) - _lat(1024, 64, 2, "v1", art.replace(block_dispatch_us=b2.block_dispatch_us), 2)
+
+
+# (check, truth computed here, answers derived from the truth that must be right / wrong)
+TRUTHS = {
+    "check_steady_state_period": lambda: steady_state_period(4.2, 8.9, 4.4, buffers=1),
+    "check_v2_tile_period": lambda: max(stage_durations(simulate_moe_gating(1, 1024, 64, 2, version="v1", hw="article",
+                                                                            tile_s=12).timeline).values()),
+    "check_db_gain_two_tiles_per_core": lambda: 100 * (1 - _lat(2048, 64, 2, "v2", tile_s=32) / _lat(2048, 64, 2, "v1", tile_s=32)),
+    "check_topk_vector_instructions": lambda: 5 + 9 * 6,          # 5 + 9 K per tile (the message explains it)
+    "check_fast_exp_break_even": lambda: exp_break_even_cycles("ascend-910b2", 3000),
+    "check_fast_exp_vector_cost": lambda: 100 * (_v_busy("v3_fast_exp", 4, 32) / _v_busy("v3", 4, 32) - 1),
+    "check_fixed_tile_loss": lambda: 100 * (_lat(32768, 128, 4, "v3", tile_s=8)
+                                            / autotune(1, 32768, 128, 4, version="v3").latency_us - 1),
+    "check_sweet_spot_shift": lambda: (_lat(1024, 384, 8, "v1", "article", 8) - autotune(
+        1, 1024, 384, 8, version="v1", hw="article", candidates=[1, 2, 4, 8, 16, 32]).latency_us),
+    "check_dispatch_effect": _dispatch_effect,
+    "check_article_vs_datasheet": _article_8,
+}
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_expected_answers_name_every_check_and_each_check_accepts_its_truth(module):
+    truths = module.expected_answers()
+    checks = {n for n in module.__all__ if n.startswith("check_")}
+    assert set(truths) == checks
+    for name, truth in truths.items():
+        assert getattr(module, name)(truth).correct is True, name
+
+
+@pytest.mark.parametrize("name", sorted(TRUTHS))
+def test_truth_is_computed_from_the_library(name):
+    module = next(m for m in MODULES if name in m.expected_answers())
+    assert math.isclose(float(module.expected_answers()[name]), float(TRUTHS[name]()), rel_tol=1e-9, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
 def test_no_answer_yet(check):
     msg = check(None)
     assert isinstance(msg, CheckResult) and msg.correct is None and msg.startswith("No answer yet")
 
 
-@pytest.mark.parametrize("check, right, wrong", CASES, ids=[c[0].__name__ for c in CASES])
-def test_right_and_wrong(check, right, wrong):
-    for answer in right:
+@pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)
+def test_right_and_wrong(check):
+    truth = float(TRUTHS[check.__name__]())
+    for answer in (truth, f"{truth:.6g}"):
         msg = check(answer)
-        assert msg.correct is True, (answer, msg)
-        assert msg.startswith("Right.") and len(msg) > 60          # an explanation, not just "yes"
-    for answer in wrong:
+        assert msg.correct is True and msg.startswith("Right.") and len(msg) > 60, (answer, msg)
+    for answer in (truth * 1.5 + 3, -truth - 7, "soon"):
         msg = check(answer)
-        assert msg.correct is False, (answer, msg)
-        assert msg.startswith("Not quite.")
+        assert msg.correct is False and msg.startswith("Not quite."), (answer, msg)
 
 
 def test_wrong_answers_get_a_hint():
-    assert "Hint" in check_steady_state_period(7)
-    assert "NO overlap" in check_steady_state_period(10)
-    assert "single-buffer" in check_steady_state_period(8)
-    assert "Hint" in check_v2_pacing_stage("load")
-    assert "Hint" in check_db_gain_one_tile_per_block(26)
+    l, c, s = ex05.PERIOD_EXERCISE
+    assert "NO overlap" in check_steady_state_period(l + c + s)
+    assert "two buffers" in check_steady_state_period(max(l, c, s))
+    assert "Hint" in check_steady_state_period(0.5)
+    assert "Hint" in check_v2_tile_period(1)
+    assert "Hint" in check_db_gain_two_tiles_per_core(90)
     assert "for K = 2 the count is 23" in check_topk_vector_instructions(42)
     assert "Hint" in check_fast_exp_break_even(12)
-    assert "Hint" in check_fast_exp_helps_v3("yes")
-    assert "Hint" in check_dominant_fitted_field("launch_overhead_us")
-    assert "Hint" in check_sweet_spot_direction("up")
-    assert "inverse" in check_article_vs_datasheet(0.28)
+    assert "Hint" in check_fast_exp_vector_cost(90)
+    assert "Hint" in check_fixed_tile_loss(1)
+    assert "Hint" in check_sweet_spot_shift(1)
+    assert "Hint" in check_dispatch_effect(1)
+    assert "inverse" in check_article_vs_datasheet(1 / _article_8())
 
 
 def test_break_even_is_where_the_speedup_crosses_one():
@@ -76,17 +125,14 @@ def test_break_even_is_where_the_speedup_crosses_one():
 
 def test_checks_follow_the_model_not_typed_answers(monkeypatch):
     """A different period exercise gives a different right answer (computed, not stored)."""
-    import npu_lab.course.ex05 as ex
+    monkeypatch.setattr(ex05, "PERIOD_EXERCISE", (2.0, 5.0, 9.0))
+    assert check_steady_state_period(14).correct is True       # one buffer: compute + max(load, store)
+    assert check_steady_state_period(13.3).correct is False
+    assert ex05.expected_answers()["check_steady_state_period"] == 14
 
-    monkeypatch.setattr(ex, "PERIOD_EXERCISE", (2.0, 5.0, 9.0))
-    assert check_steady_state_period(9).correct is True
-    assert check_steady_state_period(5).correct is False
 
-
-def test_dominant_field_choices_are_the_article_presets_fitted_fields():
-    """Exercise 07.1 offers exactly the fields the 'article' preset fitted (DMA latency is not one)."""
-    from npu_lab.course.ex07 import FITTED_FIELDS
+def test_dispatch_effect_names_the_article_presets_fitted_fields():
     article = get_preset("article")
-    assert set(FITTED_FIELDS) == {f for f, (kind, _) in article.provenance.items() if kind == "fitted"}
-    msg = check_dominant_fitted_field("dma_latency_cycles")
-    assert msg.correct is False and "block_dispatch_us" in msg
+    assert set(ex07.FITTED_FIELDS) == {f for f, (kind, _) in article.provenance.items() if kind == "fitted"}
+    msg = check_dispatch_effect(_dispatch_effect())
+    assert all(f in msg for f in ex07.FITTED_FIELDS)

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import npu_lab
 from npu_lab import HardwareSpec, get_preset
-from npu_lab.course import ex01, ex02, ex03, ex04, ex05, ex06, ex07
+from npu_lab.course import ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex07b
 from npu_lab.course.checks import CheckResult
 from npu_lab.cli import main
 from npu_lab.data import load_article_tile_sweep
@@ -276,7 +276,7 @@ def test_fit_hardware_any_input(tile_s, latency, free, starts):
 
 
 # ---------------------------------------------------------------------------------- exercise checks
-CHECKS = sorted((mod.__name__, name) for mod in (ex01, ex02, ex03, ex04, ex05, ex06, ex07)
+CHECKS = sorted((mod.__name__, name) for mod in (ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex07b)
                 for name in mod.__all__ if name.startswith("check_"))
 ANSWERS = st.one_of(MALFORMED, st.text(max_size=12), st.sampled_from(
     ["5 us", "20 \u03bcs", "74%", "1e400", "-0", "8,192 bytes", "\u00b5s", "x", "yes", "up", "V", " "]),

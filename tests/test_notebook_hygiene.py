@@ -42,7 +42,7 @@ RUN_NOTEBOOKS = REPO / "scripts" / "run_notebooks.py"
 MAX_NOTEBOOK_BYTES = 500 * 1024
 MAX_HTML_OUTPUT_BYTES = 100 * 1024
 MAX_DEF_LINES = 15
-NAME_RE = re.compile(r"^(\d\d)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")
+NAME_RE = re.compile(r"^(\d\d)([a-z]?)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")  # 07b: an appendix of 07
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 # Written by plotly's `notebook` renderers (they inline or load plotly.js).
 PLOTLY_NOTEBOOK_RENDERER_MARKS = ("window.PlotlyConfig", "define('plotly'", 'define("plotly"')
@@ -198,7 +198,10 @@ def check_clean(nb) -> list[str]:
 
 def check_names(names: list[str]) -> list[str]:
     problems = [f"{n} is not named NN_topic.ipynb (lower case, underscores)" for n in names if not NAME_RE.match(n)]
-    numbers = sorted(int(NAME_RE.match(n).group(1)) for n in names if NAME_RE.match(n))
+    numbers = sorted({int(NAME_RE.match(n).group(1)) for n in names if NAME_RE.match(n)})
+    appendices = [n for n in names if NAME_RE.match(n) and NAME_RE.match(n).group(2)]
+    problems += [f"{n} is an appendix of notebook {n[:2]}, which does not exist" for n in appendices
+                 if not any(NAME_RE.match(m) and not NAME_RE.match(m).group(2) and m[:2] == n[:2] for m in names)]
     if numbers != list(range(len(numbers))):
         problems.append(f"notebook numbers {numbers} are not consecutive from 00")
     return problems
@@ -312,6 +315,8 @@ def test_check_names_catches_gaps_and_bad_names():
     assert check_names(["01_intro.ipynb"])
     assert check_names(["00_Intro.ipynb"])
     assert check_names(["00-intro.ipynb"])
+    assert check_names(["00_intro.ipynb", "01a_appendix.ipynb"])            # an appendix of a missing notebook
+    assert check_names(["00_intro.ipynb", "01_a.ipynb", "01b_appendix.ipynb"]) == []
 
 
 # --------------------------------------------------------- scripts/run_notebooks.py

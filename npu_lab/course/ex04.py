@@ -3,128 +3,133 @@
 ``check_<name>(answer)`` returns a :class:`~npu_lab.course.checks.CheckResult`: a message (a ``str``
 to print) that says what is right or wrong and gives a hint, with ``.correct`` True, False, or
 None when no answer was given yet. Every expected answer is computed here from the library
-(timing-only runs, the UB budget, the presets), never typed in, so a check stays true when the
-model changes.
+(timing-only runs, the presets), never typed in, so a check stays true when the model changes.
+Each exercise asks about a case *varied* from the one the notebook demonstrates (another shape,
+tileS or chip), so its answer is never printed above it; :func:`expected_answers` gives the truth
+of every check, computed by the same function the check uses.
 """
 
 from __future__ import annotations
 
 import math
 
-
 from ..data import ARTICLE_SWEEP_SHAPE
-from .checks import (parse_percent, CheckResult, missing as _missing, parse_whole as _whole, right as _right, wrong as _wrong)
-from ..kernels.moe_gating import (simulate_moe_gating, sweep, unsupported_reason)
-from ..kernels.moe_gating.run import ALWAYS_NEEDS
+from .checks import (BYTES, parse_percent, CheckResult, missing as _missing, parse_number, parse_whole as _whole,
+                     right as _right, wrong as _wrong)
+from ..kernels.moe_gating import simulate_moe_gating
 from ..presets import get_preset
 
 
-#: The shape the exercises use unless they say otherwise: the article's B=1, S=1024, E=64, K=2.
+#: The shape the notebook demonstrates: the article's B=1, S=1024, E=64, K=2.
 SHAPE = dict(ARTICLE_SWEEP_SHAPE)
-#: tileS values the sweet-spot exercises compare.
-SWEEP_TILE_S = (1, 2, 4, 8, 16, 32, 64)
+#: Exercise 04.1 (what fusing saves): a larger shape than the one the notebook measures.
+FUSING_SHAPE = dict(B=1, S=4096, E=128, K=4)
+#: Exercise 04.2 (waves): v1 at tileS = 2 for S = 4096 tokens on the 910B2 preset.
+WAVES_CASE = dict(S=4096, tile_s=2, chip="ascend-910b2")
+#: Exercise 04.3 (double buffering): tileS = 4 on the 'article' preset (the notebook's sweep is v1 only).
+DB_GAIN_CASE = dict(chip="article", tile_s=4)
 #: One row of logits whose small probabilities underflow to 0 in float32.
 UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
-__all__ = ['check_sweet_spot', 'check_missing_instruction', 'check_double_buffer_gain']
-
-def _tile_sweep(chip: str, version: str):
-    B, S, E, K = (SHAPE[k] for k in "BSEK")
-    return sweep(version, B, S, E, K, chip, SWEEP_TILE_S).dropna(subset=["latency_us"])
+__all__ = ['check_fusing_saves_bytes', 'check_v1_waves', 'check_double_buffer_gain', 'expected_answers',
+           'fusing_saved_bytes', 'v1_waves', 'double_buffer_gain_pct']
 
 
-def check_sweet_spot(answer, chip: str = "ascend-910b2", version: str = "v1") -> CheckResult:
-    """Which tileS of 1, 2, 4, ..., 64 gives the lowest ``version`` latency at the article's shape
-    (B=1, S=1024, E=64, K=2) on ``chip``? Answer: a whole number. The message says why (or that
-    ``version`` cannot run on ``chip`` at all: v1 needs DataCopyPad, which the 310P3 lacks)."""
+def expected_answers() -> dict[str, object]:
+    """The truth of every check of notebook 04, by check name (computed as the checks compute it)."""
+    return {"check_fusing_saves_bytes": fusing_saved_bytes(),
+            "check_v1_waves": v1_waves(),
+            "check_double_buffer_gain": double_buffer_gain_pct()}
+
+
+def fusing_saved_bytes(B: int = FUSING_SHAPE["B"], S: int = FUSING_SHAPE["S"], E: int = FUSING_SHAPE["E"],
+                       K: int = FUSING_SHAPE["K"], chip: str = "ascend-910b2") -> int:
+    """HBM bytes the discrete chain moves minus the bytes v1 moves (tileS = 8), for shape (B, S, E, K)."""
+    chain = simulate_moe_gating(B, S, E, K, version="discrete", hw=chip).timeline.hbm_bytes
+    fused = simulate_moe_gating(B, S, E, K, version="v1", hw=chip, tile_s=8).timeline.hbm_bytes
+    return int(chain - fused)
+
+
+def check_fusing_saves_bytes(answer) -> CheckResult:
+    """How many HBM bytes does fusing (v1) save against the discrete chain at B=1, S=4096, E=128,
+    K=4 on the 910B2 preset? Answer: bytes (exact; '4 MB' style answers are refused)."""
     if answer is None:
-        return _missing("a tileS, e.g. 8")
-    hw = get_preset(chip)
-    why_not = unsupported_reason(version, hw)
-    if why_not:
-        return _wrong(f"There is no sweet spot to find: {why_not}.")
-    df = _tile_sweep(chip, version)
-    best = df.loc[df["latency_us"].idxmin()]
-    truth, best_us = int(best["tileS"]), float(best["latency_us"])
-    spread = df["latency_us"].max() / best_us - 1
-    table = ", ".join(f"{int(r.tileS)}: {r.latency_us:.1f}" for r in df.itertuples())
-    verdicts = sorted(set(df["bottleneck"]))
-    if spread < 0.05:
-        why = (f"The curve is nearly flat (all within {spread:.1%}): every tileS is {'/'.join(verdicts)}-bound, "
-               f"so what dominates does not depend on how the points are grouped into tiles.")
-        if "memory" in verdicts and version in ("v1", "v2", "v2_bad_sync"):
-            dma_us = hw.cycles_to_us(hw.dma_latency_cycles)
-            why += (f" Here that is the DMAs: {version} copies every point on its own ({SHAPE['E'] * 4} B in, "
-                    f"two {SHAPE['K'] * 4}-B copies out), each paying the fixed {dma_us:.2f} µs DMA "
-                    f"latency, and the {3 * SHAPE['S']} copies are shared by only {hw.vector_cores} cores "
-                    "whatever the tile size.")
-    else:
-        cores = hw.vector_cores
-        waves = int(math.ceil(best["blocks"] / cores))
-        why = (f"Smaller tiles mean more blocks, each paying dispatch and its own copy-in/out; larger tiles "
-               f"mean fewer blocks than the chip can run at once. At tileS={truth} there are "
-               f"{int(best['blocks'])} blocks for {cores} cores ({waves} wave{'s' if waves > 1 else ''}).")
-    B, S, E, K = (SHAPE[k] for k in "BSEK")
-    evidence = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=truth).timeline.bottleneck()[1]
-    why += f" The model's evidence at tileS={truth}: {evidence}."
-    value = _whole(answer)
-    if value is None or value not in set(df["tileS"]):
-        return _wrong(f"Answer one of {sorted(int(t) for t in df['tileS'])}, not {answer!r}.")
-    mine = float(df.loc[df["tileS"] == value, "latency_us"].iloc[0])
-    head = f"{version} on {hw.name}, latency (\u00b5s) by tileS: {table}."
+        return _missing("a number of bytes")
+    B, S, E, K = (FUSING_SHAPE[k] for k in "BSEK")
+    truth = fusing_saved_bytes()
+    value = parse_number(answer, BYTES)
+    if value is None:
+        return _wrong(f"{answer!r} is not a number of bytes.")
+    chain = simulate_moe_gating(B, S, E, K, version="discrete").timeline.hbm_bytes
+    fused = simulate_moe_gating(B, S, E, K, version="v1", tile_s=8).timeline.hbm_bytes
+    detail = (f"The chain moves {chain:,} B, v1 {fused:,} B: {truth:,} B ({truth / (B * S):,.0f} B per token) "
+              f"never go to HBM and back. v1 reads each token's {E} logits once ({E * 4} B) and writes only its "
+              f"{K} indices and {K} weights ({8 * K} B); the chain also writes all {E} softmax probabilities, "
+              "reads them again to sort, and writes and re-reads the top-K before renormalising.")
     if value == truth:
-        return _right(f"tileS={truth} at {best_us:.1f} \u00b5s. {head} {why}")
-    if mine <= best_us * 1.02:
-        return CheckResult(f"Right, practically: tileS={value} is within {mine / best_us - 1:.1%} of the "
-                           f"best, tileS={truth}. {head} {why}", True)
-    return _wrong(f"tileS={value} takes {mine:.1f} \u00b5s, {mine / best_us - 1:.0%} more than the best. Hint: "
-                  "run the TileSweepExplorer with this chip and version, or `sweep(...)`.")
+        return _right(detail)
+    if value in (truth / 1000, truth / 1024, truth / 1e6, truth / 2 ** 20):
+        return _wrong(f"{value:g} looks like KB or MB: answer in bytes.")
+    if value == chain or value == fused:
+        return _wrong(f"{value:,.0f} B is what one of the two moves, not the difference.")
+    return _wrong(f"{value:,.0f} B is not it. Hint: count the bytes per token each way (the logits in, the "
+                  "probabilities out and back, the top-K out and back, the results out), or read "
+                  f"`simulate_moe_gating({B}, {S}, {E}, {K}, version=v).timeline.hbm_bytes` for both.")
 
 
-def check_missing_instruction(answer, version: str = "v1", chip: str = "ascend-310p3") -> CheckResult:
-    """Which Ascend C instruction does ``version`` need that ``chip``'s core lacks (v1 on the 310P3:
-    DataCopyPad, for its 8-byte per-point stores)? Answer: the Ascend C name, any case, with or
-    without ``ctx.`` / snake_case."""
+def v1_waves(S: int = WAVES_CASE["S"], tile_s: int = WAVES_CASE["tile_s"], chip: str = WAVES_CASE["chip"]) -> int:
+    """Waves v1 runs at (B=1, S, E=64, K=2, tile_s) on ``chip``: ceil(blocks / vector cores)."""
+    blocks = simulate_moe_gating(1, S, SHAPE["E"], SHAPE["K"], version="v1", hw=chip, tile_s=tile_s).block_dim
+    return int(math.ceil(blocks / get_preset(chip).vector_cores))
+
+
+def check_v1_waves(answer) -> CheckResult:
+    """v1 at tileS = 2 for S = 4096 tokens (E = 64, K = 2) on the 910B2 preset: in how many waves do its
+    blocks run? Answer: a whole number."""
     if answer is None:
-        return _missing("an Ascend C instruction name such as 'DataCopy'")
+        return _missing("a whole number of waves")
+    S, tile_s, chip = WAVES_CASE["S"], WAVES_CASE["tile_s"], WAVES_CASE["chip"]
     hw = get_preset(chip)
-    why_not = unsupported_reason(version, hw)
-    if why_not is None:
-        raise ValueError(f"{version} runs on {hw.name}: there is no missing instruction to ask about")
-    from ..capabilities import check_supported
-
-    missing_names = [i for i in ALWAYS_NEEDS.get(version, ()) if check_supported(hw.isa, i)]
-    if not isinstance(answer, str):
-        return _wrong(f"Answer an instruction name as a string, such as 'DataCopy', not {answer!r}.")
-    norm = lambda name: name.lower().replace("ctx.", "").replace("_", "").strip()  # noqa: E731
-    if norm(answer) in {norm(m) for m in missing_names}:
-        return _right(f"{why_not}. Real operators for the 310P pad the tensor in global memory so every "
-                      "copy is whole 32-byte blocks, or write each tile's outputs in one whole-block copy.")
-    if norm(answer) == "datacopy":
-        return _wrong("DataCopy exists on every chip, but it moves whole 32-byte blocks only: a point's K "
-                      "results (8 bytes at K = 2) would be rounded down to nothing. Which instruction "
-                      "stores an 8-byte row? Try `unsupported_reason('v1', 'ascend-310p3')`.")
-    return _wrong(f"{answer!r} is not it. Hint: which instruction does v1 use for its per-point stores? "
-                  "`unsupported_reason('v1', 'ascend-310p3')` says it.")
+    truth = v1_waves()
+    blocks = simulate_moe_gating(1, S, SHAPE["E"], SHAPE["K"], version="v1", hw=chip, tile_s=tile_s).block_dim
+    value = _whole(answer, ("waves", "wave"))
+    if value is None:
+        return _wrong(f"Answer a whole number of waves, not {answer!r}.")
+    last = blocks - (truth - 1) * hw.vector_cores
+    if value == truth:
+        return _right(f"{blocks} blocks (one per tile of {tile_s} tokens) on {hw.vector_cores} cores: {truth} waves, "
+                      f"the last with {last} blocks. Every block pays the scheduler's dispatch and its own first "
+                      "DMA latency; v2 (notebook 05) launches one looping block per core instead.")
+    if value == blocks // hw.vector_cores:
+        return _wrong(f"{value} rounds down: the last, partial wave of {last} blocks still has to run.")
+    return _wrong(f"{value} is not it. Hint: v1 launches one block per tile; how many tiles of {tile_s} tokens "
+                  f"are there, and how many can the {hw.name}'s vector cores run at once?")
 
 
-def check_double_buffer_gain(answer, chip: str = "article", tile_s: int = 8) -> CheckResult:
-    """By what percentage does v2 (double-buffered) cut v1's latency at tileS = 8 on the
+def double_buffer_gain_pct(chip: str = DB_GAIN_CASE["chip"], tile_s: int = DB_GAIN_CASE["tile_s"]) -> float:
+    """Percent by which v2 cuts v1's latency at the article's shape, ``tile_s``, on ``chip``."""
+    B, S, E, K = (SHAPE[k] for k in "BSEK")
+    v1, v2 = (simulate_moe_gating(B, S, E, K, version=v, hw=chip, tile_s=tile_s).latency_us for v in ("v1", "v2"))
+    return 100 * (1 - v2 / v1)
+
+
+def check_double_buffer_gain(answer, chip: str = DB_GAIN_CASE["chip"], tile_s: int = DB_GAIN_CASE["tile_s"]) -> CheckResult:
+    """By what percentage does v2 (double-buffered) cut v1's latency at tileS = 4 on the
     ``article`` preset (article shape)? Answer: a percentage (or fraction); within 2 points counts."""
     if answer is None:
         return _missing("a percentage such as 10 (or a fraction such as 0.1)")
     B, S, E, K = (SHAPE[k] for k in "BSEK")
     lat = {v: simulate_moe_gating(B, S, E, K, version=v, hw=chip, tile_s=tile_s).latency_us
            for v in ("v1", "v2_bad_sync", "v2")}
-    truth = 100 * (1 - lat["v2"] / lat["v1"])
+    truth = double_buffer_gain_pct(chip, tile_s)
     from_loop = 100 * (1 - lat["v2_bad_sync"] / lat["v1"])
     value = parse_percent(answer)
     if value is None:
         return _wrong(f"{answer!r} is not a percentage: answer a number such as 25 or '25%' "
                       "(or a fraction such as 0.25).")
     detail = (f"v1 {lat['v1']:.1f} \u00b5s, v2 {lat['v2']:.1f} \u00b5s: {truth:.0f} % less. The article "
-              f"claims 15\u201320 %. Part of it ({from_loop:.0f} points, see v2_bad_sync at "
+              f"claims 15\u201320 % at tileS = 8. Part of it ({from_loop:.0f} points, see v2_bad_sync at "
               f"{lat['v2_bad_sync']:.1f} \u00b5s) comes from launching one looping block per core instead of "
               "one block per tile; the rest is the overlap of the next tile's copy-in with this tile's compute.")
     if abs(value - truth) <= 2:

@@ -25,7 +25,8 @@ message is also kept in ``.error`` (None after a successful update).
 * :class:`FastExpExplorer` -- the polynomial exp's speed-up against the exact Exp's assumed cost
   (notebook 06);
 * :class:`TuningExplorer` -- the tileS sweep for (E, K, chip, version) with the autotuner's choice
-  circled (notebook 07).
+  circled (notebook 07); :func:`tile_latency_grid` and :func:`sweet_spot_heat_map`, the heat maps of
+  the sweet spot over (S or E, tileS) (notebook 07).
 
 No library module imports this one (DESIGN.md §2).
 """
@@ -34,9 +35,10 @@ from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_byte
 from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
 from .fast_exp import FastExpExplorer
-from .tuning import TuningExplorer
+from .tuning import TuningExplorer, sweet_spot_heat_map, tile_latency_grid
 from .tile_sweep import TileSweepExplorer
 from .ub_budget import UbBudgetExplorer, ub_breakdown
 
 __all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
-           "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown"]
+           "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown",
+           "tile_latency_grid", "sweet_spot_heat_map"]

@@ -66,3 +66,44 @@ class TuningExplorer(_Explorer):
         self.error = None
         update_latency_sweep(self.figure, table, highlight=self.best.tile_s)
         self.status.value = f"<b>{html.escape(head)}</b>: {html.escape(self.best.reason)}"
+
+
+# ---- heat maps of the sweet spot (notebook 07) -------------------------------------------------
+#: tileS columns of the heat maps
+HEAT_MAP_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def tile_latency_grid(version: str, dim: str, values, *, S: int = 1024, E: int = 64, K: int = 2,
+                      chip: str = "ascend-910b2", tiles=HEAT_MAP_TILES):
+    """Latency (µs) of ``version`` over (``dim``, tileS): a DataFrame, one row per value of ``dim``
+    ("S" or "E", the other dimensions fixed at S, E, K), one column per tileS; NaN where a tile is
+    longer than S or does not fit the UB. Timing-only runs, one sweep per row."""
+    import pandas as pd
+
+    if dim not in ("S", "E"):
+        raise ValueError(f"dim must be 'S' or 'E' (the dimension the rows vary), got {dim!r}")
+    rows = []
+    for v in values:
+        shape = {"S": S, "E": E, "K": K, dim: v}
+        lat = sweep(version, 1, shape["S"], shape["E"], shape["K"], chip, list(tiles)).set_index("tileS")["latency_us"]
+        rows.append(lat.reindex(list(tiles)).to_numpy(dtype=float))
+    return pd.DataFrame(rows, index=list(values), columns=list(tiles)).rename_axis(dim)
+
+
+def sweet_spot_heat_map(grids: dict, dim: str, title: str | None = None):
+    """Side-by-side heat maps of ``grids`` ({label: tile_latency_grid(...)}) over (``dim``, tileS),
+    each row coloured relative to its own best tileS (1.0 = best), hover showing µs."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=len(grids), subplot_titles=list(grids), horizontal_spacing=0.1)
+    for col, (label, g) in enumerate(grids.items(), start=1):
+        fig.add_heatmap(z=g.div(g.min(axis=1), axis=0).to_numpy(), customdata=g.to_numpy(), coloraxis="coloraxis",
+                        x=[str(t) for t in g.columns], y=[str(v) for v in g.index], row=1, col=col,
+                        hovertemplate=f"{dim}=%{{y}}, tileS=%{{x}}<br>%{{customdata:.1f}} us, %{{z:.2f}}x the row's best"
+                                      f"<extra>{label}</extra>")
+    fig.update_layout(title=title or f"Latency over ({dim}, tileS), relative to each row's best", height=360,
+                      margin=dict(l=10, r=10, t=70, b=40),
+                      coloraxis=dict(cmin=1, cmax=3, colorscale="Viridis_r", colorbar=dict(title="x best")))
+    fig.update_xaxes(title_text="tileS", type="category")
+    fig.update_yaxes(title_text=dim, type="category")
+    return fig

@@ -1,0 +1,63 @@
+"""Exercise checks for notebook 07b (appendix: fitting the model to the article's table).
+
+Each ``check_<name>(answer)`` returns a :class:`~npu_lab.course.checks.CheckResult` (print it):
+right or wrong, why, and a hint. Every expected answer is computed from the library (timing-only
+runs on the presets, the article's table), never typed in. The exercises ask about a tileS whose
+figure the appendix does not print, or come before the cell that prints it; :func:`expected_answers`
+gives every check's truth, computed by the same function the check uses.
+"""
+
+from __future__ import annotations
+
+from .checks import US, CheckResult, missing as _missing, parse_number as _number, right as _right, wrong as _wrong
+from .ex07 import CHIP, FITTED_FIELDS, SHAPE, article_vs_datasheet_factor, check_article_vs_datasheet
+from ..kernels.moe_gating import simulate_moe_gating
+from ..presets import get_preset
+
+__all__ = ["check_dispatch_effect", "check_article_vs_datasheet", "expected_answers", "field_effects_us",
+           "dispatch_effect_us"]
+
+#: Exercise 07b.1: the tileS whose dispatch share is asked (the appendix prints tileS = 1, 4, 8, 16, 32).
+DISPATCH_TILE_S = 2
+
+
+def expected_answers() -> dict[str, object]:
+    """The truth of every check of notebook 07b, by check name (computed as the checks compute it)."""
+    return {"check_dispatch_effect": dispatch_effect_us(), "check_article_vs_datasheet": article_vs_datasheet_factor()}
+
+
+def field_effects_us(tile_s: int = DISPATCH_TILE_S) -> dict[str, float]:
+    """µs the 'article' preset's v1 latency at ``tile_s`` drops by when one fitted field goes back to its
+    910B2 value, by field."""
+    article, base = get_preset("article"), get_preset(CHIP)
+    fitted = simulate_moe_gating(*SHAPE, version="v1", hw=article, tile_s=tile_s).latency_us
+    return {f: fitted - simulate_moe_gating(*SHAPE, version="v1", tile_s=tile_s,
+                                            hw=article.replace(**{f: getattr(base, f)})).latency_us
+            for f in FITTED_FIELDS}
+
+
+def dispatch_effect_us(tile_s: int = DISPATCH_TILE_S) -> float:
+    """µs the 'article' preset's v1 latency at ``tile_s`` drops by with ``block_dispatch_us`` back at the 910B2's."""
+    return field_effects_us(tile_s)["block_dispatch_us"]
+
+
+def check_dispatch_effect(answer, tile_s: int = DISPATCH_TILE_S) -> CheckResult:
+    """v1 at tileS = 2 (512 blocks) on the 'article' preset: by how many µs does its latency drop when the
+    fitted dispatch per block (``block_dispatch_us``) goes back to the 910B2 preset's value? Answer: µs
+    (within 5 %)."""
+    if answer is None:
+        return _missing("a number of microseconds")
+    effects = field_effects_us(tile_s)
+    truth = effects["block_dispatch_us"]
+    value = _number(answer, US)
+    if value is None:
+        return _wrong(f"{answer!r} is not a number of microseconds.")
+    article, base = get_preset("article"), get_preset(CHIP)
+    table = ", ".join(f"{f} -{v:.0f} \u00b5s" for f, v in sorted(effects.items(), key=lambda kv: -kv[1]))
+    blocks = simulate_moe_gating(*SHAPE, version="v1", hw=article, tile_s=tile_s).block_dim
+    if abs(value - truth) <= 0.05 * abs(truth):
+        return _right(f"{truth:.0f} \u00b5s ({table}). {blocks} blocks, each handed out by the scheduler at "
+                      f"{article.block_dispatch_us:.2f} \u00b5s instead of {base.block_dispatch_us:g} \u00b5s: the "
+                      "fitted dispatch is most of the article's small-tile latencies.")
+    return _wrong(f"{value:g} \u00b5s is not it. Hint: blocks x (fitted - 910B2 dispatch) is close; or simulate "
+                  f"v1 at tile_s={tile_s} on get_preset('article') and on .replace(block_dispatch_us=...).")
