@@ -43,6 +43,10 @@ SLOW_TILE_S = 8
 #: the checks whose answer is a kernel (code), not a value: not in expected_answers()
 KERNEL_CHECKS = ("check_race_fix", "check_address_fix")
 
+#: Checks whose answer is one of a few names every notebook prints (the pipes): the name showing up
+#: above the question reveals nothing; the question is asked before the cell that ranks the pipes.
+CHOICE_CHECKS = ("check_idle_pipe",)
+
 
 def _not_a_kernel(kernel, name: str):
     if kernel is None:
