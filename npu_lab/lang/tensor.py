@@ -161,14 +161,23 @@ class UbRegion:
 
     def record_read(self, lo: int, hi: int, end: float, pipe: str) -> None:
         # an older read of the same pipe inside this range ends no later: forget it
-        self.reads = [e for e in self.reads if not (e[3] == pipe and lo <= e[0] and e[1] <= hi)]
-        self.reads.append((lo, hi, end, pipe))
+        reads = self.reads
+        for e in reads:
+            if e[3] == pipe and lo <= e[0] and e[1] <= hi:
+                reads = self.reads = [e for e in reads if not (e[3] == pipe and lo <= e[0] and e[1] <= hi)]
+                break
+        reads.append((lo, hi, end, pipe))
 
     def record_write(self, lo: int, hi: int, end: float, pipe: str) -> None:
         # everything inside the range is overwritten (its users were checked to be done)
-        self.reads = [e for e in self.reads if not (lo <= e[0] and e[1] <= hi)]
-        self.writes = [e for e in self.writes if not (lo <= e[0] and e[1] <= hi)]
-        self.writes.append((lo, hi, end, pipe))
+        if self.reads:
+            self.reads = [e for e in self.reads if not (lo <= e[0] and e[1] <= hi)]
+        writes = self.writes
+        for e in writes:
+            if lo <= e[0] and e[1] <= hi:
+                writes = self.writes = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
+                break
+        writes.append((lo, hi, end, pipe))
 
 
 class LocalTensor:
