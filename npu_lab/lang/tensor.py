@@ -247,6 +247,10 @@ class LocalTensor:
         self.region.ctx._set_value(self, index, value)
 
     def __getitem__(self, key) -> "LocalTensor":
+        if type(key) is int and 0 <= key <= self.count:      # the common case: no checks to redo
+            view = object.__new__(LocalTensor)
+            view.region, view.dtype, view.offset, view.count = self.region, self.dtype, self.offset + key, self.count - key
+            return view
         off = _offset(key, self.count, self.name)
         return LocalTensor(self.region, self.dtype, self.offset + off, self.count - off)
 

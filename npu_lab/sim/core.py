@@ -49,6 +49,7 @@ PIPE_MEANING = {
 
 _LIBRARY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INTERNAL_DIRS = (os.path.join(_LIBRARY_DIR, "sim"), os.path.join(_LIBRARY_DIR, "lang"))
+_INTERNAL_CODE: dict = {}   # code object -> is it inside npu_lab/sim or npu_lab/lang
 
 
 class SimulationError(RuntimeError):
@@ -59,7 +60,14 @@ def issuing_source() -> tuple[str, int]:
     """(file, line) of the kernel code that issued the current instruction: the first frame
     outside ``npu_lab/sim`` and ``npu_lab/lang``."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_DIRS):
+    internal = _INTERNAL_CODE
+    while frame is not None:
+        code = frame.f_code
+        inside = internal.get(code)
+        if inside is None:
+            inside = internal[code] = code.co_filename.startswith(_INTERNAL_DIRS)
+        if not inside:
+            break
         frame = frame.f_back
     if frame is None:
         return ("?", 0)
