@@ -4,6 +4,8 @@ A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_
 = GB/s, ``_cycles``, ``_us``, ``_ghz``). Each preset records, per field, where the number came from:
 
 * ``datasheet``  — published by the vendor (product pages, white papers);
+* ``vendor-guide`` — stated (as a figure or a shape) in the vendor's Ascend C performance guide
+  (asc-devkit ``docs/zh/guide/算子实践参考/SIMD算子性能优化/``);
 * ``vendor-config`` — the SoC configuration files that ship with CANN;
 * ``vendor-guide`` — a number or shape from the vendor's performance guide (asc-devkit
   docs/zh/guide/算子实践参考/SIMD算子性能优化/), the page named in the note;
@@ -61,12 +63,29 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     # ---- memory hierarchy and launch (docs/cost_model_system.md) ----
     "l2_bandwidth_gbps": ("GB/s", "L2 cache bandwidth of the whole chip (reads that hit L2)"),
     "launch_per_core_us": ("us", "launch (head) overhead added per core a launch starts"),
+    # ---- per-core cost model (issue 9 §1-2: docs/cost_model.md) --------------------------
+    "dma_issue_cycles": ("cycles", "MTE pipe time to issue one copy request (before its bytes flow)"),
+    "dma_outstanding_requests": ("requests", "copies one MTE engine keeps in flight at once"),
+    "dma_burst_full_bytes": ("bytes", "burst (bytes per block of a copy) from which a copy gets full bandwidth"),
+    "dma_burst_efficiency_32b": ("fraction", "bandwidth efficiency of a copy with 32-byte bursts"),
+    "dma_burst_efficiency_512b": ("fraction", "bandwidth efficiency of a copy with 512-byte bursts"),
+    "dma_burst_efficiency_4kb": ("fraction", "bandwidth efficiency of a copy with 4 KB bursts"),
+    "dma_gm_align_bytes": ("bytes", "GM address alignment a copy needs for full bandwidth"),
+    "dma_gm_misaligned_efficiency": ("fraction", "bandwidth factor of a copy whose GM address is not aligned"),
+    "vector_latency_cycles": ("cycles", "after a vector instruction's last repeat, until its result is in UB"),
+    "sync_flag_cycles": ("cycles", "a flag (SetFlag/WaitFlag, EnQue/DeQue) from source completion to the waiter"),
+    "pipe_barrier_cycles": ("cycles", "a PipeBarrier after the pipe drained, before the next instruction"),
 }
 
 _INT_FIELDS = {
     "vector_cores", "cube_cores", "ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
     "l2_bytes", "block_bytes", "vector_repeat_bytes", "max_repeat",
+    "dma_outstanding_requests", "dma_burst_full_bytes", "dma_gm_align_bytes",
 }
+
+#: fractions in (0, 1]
+_FRACTION_FIELDS = ("dma_burst_efficiency_32b", "dma_burst_efficiency_512b", "dma_burst_efficiency_4kb",
+                    "dma_gm_misaligned_efficiency")
 
 
 class HardwareSpecError(ValueError):
@@ -115,6 +134,18 @@ class HardwareSpec:
     # ---- memory hierarchy and launch (docs/cost_model_system.md) ----
     l2_bandwidth_gbps: float
     launch_per_core_us: float
+    # ---- per-core cost model (issue 9 §1-2; docs/cost_model.md) ------------------------
+    dma_issue_cycles: float
+    dma_outstanding_requests: int
+    dma_burst_full_bytes: int
+    dma_burst_efficiency_32b: float
+    dma_burst_efficiency_512b: float
+    dma_burst_efficiency_4kb: float
+    dma_gm_align_bytes: int
+    dma_gm_misaligned_efficiency: float
+    vector_latency_cycles: float
+    sync_flag_cycles: float
+    pipe_barrier_cycles: float
     description: str = ""
     isa: str = "ascend910b"
     provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
@@ -294,7 +325,8 @@ def _validate(spec: HardwareSpec) -> None:
         elif not isinstance(value, (int, float)):
             object.__setattr__(spec, name, float(value))     # numpy scalars -> Python floats
     positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps", "l2_bandwidth_gbps",
-                "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes"]
+                "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes",
+                "dma_outstanding_requests", "dma_gm_align_bytes", *_FRACTION_FIELDS]
     for name in positive:
         if getattr(spec, name) <= 0:
             raise HardwareSpecError(
@@ -302,6 +334,17 @@ def _validate(spec: HardwareSpec) -> None:
     for name in FIELD_DOCS:
         if getattr(spec, name) < 0:
             raise HardwareSpecError(f"{name} must be >= 0, got {getattr(spec, name)!r}")
+    for name in _FRACTION_FIELDS:
+        if getattr(spec, name) > 1:
+            raise HardwareSpecError(f"{name} is a fraction of the full bandwidth, in (0, 1]; "
+                                    f"got {getattr(spec, name)!r}")
+    points = [spec.dma_burst_efficiency_32b, spec.dma_burst_efficiency_512b, spec.dma_burst_efficiency_4kb]
+    if points != sorted(points):
+        raise HardwareSpecError(
+            f"the burst efficiencies must not fall as bursts grow (32 B <= 512 B <= 4 KB); got {points}")
+    if spec.dma_burst_full_bytes <= 4096:
+        raise HardwareSpecError(f"dma_burst_full_bytes must be above the 4 KB table point (the guide: "
+                                f"about 16 KB), got {spec.dma_burst_full_bytes!r}")
     if spec.ub_bytes < spec.block_bytes:
         raise HardwareSpecError(
             f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block (block_bytes); "

@@ -34,6 +34,49 @@ _COMMON_ASSUMED = {
     "block_dispatch_us": ("assumed", "task scheduler hands out blocks one at a time; not published"),
 }
 
+_GUIDE = "asc-devkit docs/zh/guide/算子实践参考/SIMD算子性能优化/内存访问/"
+_BURST_NOTE = (_GUIDE + "尽量一次搬运较大的数据块.md gives the curve's shape (full bandwidth from about "
+               "16 KB per copy); its measured figure is not in the mirror (an LFS pointer), so this "
+               "point is ")
+
+# ---- per-core cost model (issue 9 §1-2; docs/cost_model.md): values and provenance --------
+_CORE_COST_MODEL = dict(
+    dma_issue_cycles=32.0,
+    dma_outstanding_requests=32,
+    dma_burst_full_bytes=16384,
+    dma_burst_efficiency_32b=0.05,
+    dma_burst_efficiency_512b=0.3,
+    dma_burst_efficiency_4kb=0.75,
+    dma_gm_align_bytes=512,
+    dma_gm_misaligned_efficiency=0.7,
+    vector_latency_cycles=12.0,
+    sync_flag_cycles=20.0,
+    pipe_barrier_cycles=20.0,
+)
+
+_CORE_COST_PROVENANCE = {
+    "dma_issue_cycles": ("assumed", "MTE descriptor decode and address generation per copy request; not "
+                         "published. ~32 cycles keeps a tiny copy's pipe time small next to the 900-cycle latency"),
+    "dma_outstanding_requests": ("assumed", "not published. A DMA engine is built to hide its own latency "
+                                 "(Little's law): 900 cycles of latency / ~30 cycles per small request "
+                                 "needs ~30 in flight, so 32"),
+    "dma_burst_full_bytes": ("vendor-guide", _GUIDE + "尽量一次搬运较大的数据块.md: 单次搬运数据长度16KB以上时"
+                             "，通常能较好地发挥出带宽的最佳性能"),
+    "dma_burst_efficiency_32b": ("assumed", _BURST_NOTE + "assumed: one 32-byte block per burst wastes most "
+                                 "of an HBM access (5 %)"),
+    "dma_burst_efficiency_512b": ("assumed", _BURST_NOTE + "assumed: 512 B, one aligned GM line, 30 %"),
+    "dma_burst_efficiency_4kb": ("assumed", _BURST_NOTE + "assumed: 4 KB, three quarters of the way up (75 %)"),
+    "dma_gm_align_bytes": ("vendor-guide", _GUIDE + "GM地址尽量512B对齐.md: 保证GM地址512B对齐可以最有效的发挥出带宽的效率"),
+    "vector_latency_cycles": ("assumed", "vector ALU pipeline depth; not published. About a dozen stages: a "
+                              "dependent instruction starts ~28 cycles after its producer (16 issue + 12)"),
+    "sync_flag_cycles": ("assumed", "SetFlag/WaitFlag round trip through the core's sync unit; no number is "
+                         "published (docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md "
+                         "only says the waiter blocks until the source's earlier reads and writes completed); "
+                         "a few tens of cycles"),
+    "pipe_barrier_cycles": ("assumed", "PipeBarrier after the pipe drained; no number is published "
+                            "(docs/zh/api/SIMD-API/基础API/同步控制/核内同步/PipeBarrier(ISASI).md: 会对性能产生影响)"),
+}
+
 _VECTOR_COSTS = dict(
     core_dma_bandwidth_gbps=None,  # filled per chip: 64 B/cycle x clock
     dma_latency_cycles=900.0,
@@ -52,6 +95,7 @@ _VECTOR_COSTS = dict(
     scalar_issue_cycles=2.0,
     cube_fractal_cycles=1.0,
     block_dispatch_us=0.1,
+    **_CORE_COST_MODEL,
 )
 
 
@@ -107,7 +151,10 @@ def _system_310p3() -> tuple[dict, dict]:
 
 def ascend_910b2() -> HardwareSpec:
     prov = dict(_COMMON_ASSUMED)
+    prov.update(_CORE_COST_PROVENANCE)
     prov.update({
+        "dma_gm_misaligned_efficiency": ("vendor-guide", _GUIDE + "GM地址尽量512B对齐.md (Atlas A2): 32B对齐场景"
+                                         "只能达到512B对齐场景的70% in the worst case; taken as a flat 70 %"),
         "vector_cores": ("vendor-config", "24 AIC + 48 AIV (1 cube : 2 vector)"),
         "cube_cores": ("vendor-config", "24 AIC"),
         "clock_ghz": ("vendor-config", "1.8 GHz (910B1 1.85, 910B4 1.5)"),
@@ -131,7 +178,10 @@ def ascend_910b2() -> HardwareSpec:
 
 def ascend_310p3() -> HardwareSpec:
     prov = dict(_COMMON_ASSUMED)
+    prov.update(_CORE_COST_PROVENANCE)
     prov.update({
+        "dma_gm_misaligned_efficiency": ("vendor-guide", _GUIDE + "GM地址尽量512B对齐.md: 本性能优化手段仅针对"
+                                         "Atlas A2 ... 生效 — no alignment penalty on this chip (1.0)"),
         "vector_cores": ("vendor-config", "8 AI cores run vector kernels (7 extra vector cores not modelled)"),
         "cube_cores": ("vendor-config", "8 AI cores (cube + vector)"),
         "clock_ghz": ("vendor-config", "1.06 GHz AI core (vector cores 1.0 GHz)"),
@@ -150,7 +200,7 @@ def ascend_310p3() -> HardwareSpec:
         ub_bytes=256 * 1024, l1_bytes=1024 * 1024, l0a_bytes=64 * 1024, l0b_bytes=64 * 1024,
         l0c_bytes=256 * 1024, l2_bytes=16 * 1024 * 1024, hbm_bandwidth_gbps=204.8,
         description="Ascend 310P3 (inference card, LPDDR4X)", isa="ascend310p",
-        provenance=prov, **_costs(1.06), **system)
+        provenance=prov, **{**_costs(1.06), "dma_gm_misaligned_efficiency": 1.0}, **system)
 
 
 def _article() -> HardwareSpec:

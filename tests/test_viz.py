@@ -61,9 +61,10 @@ def test_rows_host_first_then_cores_with_working_pipes(run):
 def test_hover_names_instruction_block_bytes_and_source_line(run):
     tr = _bars(timeline_figure(run))["MTE2"]
     template = tr.hovertemplate
-    for i in range(6):
+    for i in range(7):
         assert f"customdata[{i}]" in template
-    name, block, end, nbytes, source, code = tr.customdata[0]
+    name, block, end, nbytes, source, code, ready = tr.customdata[0]
+    assert ready.startswith("result complete at")      # a copy's data lands a latency after its bar
     assert name.startswith("DataCopy GM->UB")
     assert nbytes == 1024 and block in range(8)
     assert source.startswith("scaled_add.py:")

@@ -41,6 +41,7 @@ _SEP = " \u00b7 "      # "core 0 · MTE2"
 _HOVER = ("<b>%{customdata[0]}</b><br>"
           "block %{customdata[1]}, %{y}<br>"
           "%{base:.3f} \u2192 %{customdata[2]:.3f} \u00b5s (%{x:.3f} \u00b5s)<br>"
+          "%{customdata[6]}"
           "%{customdata[3]} bytes<br>"
           "%{customdata[4]}: <i>%{customdata[5]}</i>"
           "<extra>%{fullData.name}</extra>")
@@ -101,13 +102,18 @@ def _timeline_data(timeline: Timeline, max_blocks, max_cores: int):
     code = df["code"].to_numpy(dtype=object)
     uniq, inv = np.unique(code.astype(str), return_inverse=True)
     code = np.array([html.escape(c) for c in uniq], dtype=object)[inv]
-    custom = np.empty((len(df), 6), dtype=object)
+    ready = df["ready_us"].to_numpy(dtype=float)
+    custom = np.empty((len(df), 7), dtype=object)
     custom[:, 0] = df["name"].to_numpy(dtype=object)
     custom[:, 1] = df["block"].to_numpy()
     custom[:, 2] = np.round(end, 4)
     custom[:, 3] = df["bytes"].to_numpy()
     custom[:, 4] = np.where(host, "host", df["source"].to_numpy(dtype=object))
     custom[:, 5] = np.where(host, "launch overhead (runtime + task scheduler)", code)
+    # the latency a bar does not show: the pipe is free at its end, the result complete later
+    tail = ready - end
+    custom[:, 6] = np.where(tail > 1e-9, np.char.add(np.char.add("result complete at ", np.round(ready, 4).astype(str)),
+                                                      " \u00b5s (after the latency)<br>"), "")
     pipe_key = np.where(host, HOST, rows_pipe)
     data = {}
     for key in [HOST, *_trace_pipes(timeline)]:
@@ -164,9 +170,11 @@ def timeline_figure(timeline: Timeline, *, max_blocks: int | None = None, max_co
     """A Gantt chart of a kernel run: what every pipe of every core did, and when.
 
     One row per core × pipe (``"core 0 · MTE2"``) plus a ``host`` row with the launch overhead;
-    one bar per instruction, placed at its start and as long as it ran, coloured by pipe (one
-    trace per pipe, so clicking the legend hides a pipe). Hovering a bar shows the instruction,
-    its block, start and end in µs, the bytes it moved and the kernel source line that issued it.
+    one bar per instruction, placed at its start and as long as it held its pipe, coloured by pipe
+    (one trace per pipe, so clicking the legend hides a pipe). Hovering a bar shows the instruction,
+    its block, start and end in µs, when its result was complete (a copy's data lands a DMA
+    latency after its bar ends; a vector result a pipeline depth after), the bytes it moved and
+    the kernel source line that issued it.
 
     ``max_cores``: only cores 0 .. max_cores-1 are drawn (the others usually look the same).
     ``max_blocks``: only the first blocks of each launch (huge runs are also cut automatically to

@@ -104,7 +104,10 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         self.core_type = core_type
         self.timing_only = timing_only
         pipes = VECTOR_PIPES if core_type == "vector" else CUBE_PIPES
-        self.core = CoreState(pipes, hw.scalar_issue_cycles)
+        self.core = CoreState(pipes, hw.scalar_issue_cycles, dma_latency_cycles=hw.dma_latency_cycles,
+                              dma_outstanding_requests=hw.dma_outstanding_requests,
+                              vector_latency_cycles=hw.vector_latency_cycles,
+                              sync_flag_cycles=hw.sync_flag_cycles, pipe_barrier_cycles=hw.pipe_barrier_cycles)
         if _call_recorders:
             self.core.call_log = []
             _call_recorders[-1].append(self.core.call_log)
@@ -113,6 +116,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         self.pipe = TPipe(self.core, self.ub)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)
         self._vector_costs: dict = {}      # (kind, bytes) -> (cycles, repeats): costs depend on sizes only
+        self._dma_costs: dict = {}         # (moved, burst, aligned, bytes/cycle) -> occupancy cycles
 
     # ---- where am I ---------------------------------------------------------------------
     def get_block_idx(self) -> int:
@@ -126,7 +130,11 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
     # ---- synchronisation ----------------------------------------------------------------
     def set_flag(self, event: str, event_id: int) -> None:
         """``SetFlag<HardEvent::SRC_DST>(eventId)``: record that everything issued so far on the
-        source pipe must finish before the destination pipe passes the matching wait."""
+        source pipe must complete before the destination pipe passes the matching wait; the flag
+        itself costs ``sync_flag_cycles`` (assumed: no number is published). A ``V_S`` wait is a
+        V→S round trip: the scalar unit stands still until the vector pipe drained (counted in
+        the trace's ``scalar_drains``). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/
+        SetFlag-WaitFlag(ISASI).md."""
         src, dst, eid = _event(event, event_id)
         self.core.set_flag(src, dst, eid)
 
@@ -141,9 +149,11 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         every instruction already issued on it has completed; ``PIPE_ALL`` waits for every pipe
         (the scalar unit too). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/PipeBarrier(ISASI).md.
 
-        Model note: pipes here are in order and an instruction completes before the next on the
-        same pipe starts, so a one-pipe barrier changes no time yet (the faithful-costs model,
-        with overlapping vector instructions, gives it its cost)."""
+        Cost: the next instruction on the pipe waits for the completion (not just the issue) of
+        everything before it, plus ``pipe_barrier_cycles`` (assumed). On V that gives up the
+        overlap of independent instructions; a true dependency through UB is already waited for
+        automatically (see ``_exec``), so ``PIPE_V`` is needed only where the simulator cannot see
+        it — and costs time wherever it is written."""
         if pipe not in _BARRIER_PIPES:
             raise AscendCRuleError(f"pipe_barrier takes one of {', '.join(_BARRIER_PIPES)}, got {pipe!r}")
         self.core.pipe_barrier(_BARRIER_PIPES[pipe])
@@ -152,32 +162,70 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
     def _exec(self, pipe: str, name: str, cost_cycles: float, reads=(), writes=(),
               nbytes: int = 0, elements: int = 0) -> tuple[float, float]:
         """Issue on ``pipe``; ``reads`` / ``writes`` are ``(tensor, byte_lo, byte_hi)`` spans of UB
-        (byte offsets inside the tensor's region) or bare tensors (their whole view)."""
-        reads = [_span(t) for t in reads]
-        writes = [_span(t) for t in writes]
-        for t, _, _ in reads + writes:
-            if t.region.freed:
-                raise AscendCRuleError(
-                    f"{name}: UB buffer '{t.name}' is used after free_tensor (FreeTensor gave it back "
-                    "to its queue; the next alloc_tensor may hand it to another tile). Use it "
-                    "before freeing it, or allocate a new tensor")
-        start, end = self.core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements)
-        for t, lo, hi in reads:
+        (byte offsets inside the tensor's region) or bare tensors (their whole view).
+
+        Dependencies on the vector pipe are automatic: an instruction that reads a UB span an
+        earlier V instruction writes starts after that one *completes* (issue + repeats + the
+        pipeline latency) — what Ascend C's compiler-inserted auto-sync (and a hand-written
+        ``PipeBarrier<PIPE_V>`` between dependent instructions) guarantees; independent V
+        instructions overlap. Between pipes nothing is automatic: a reader on another pipe that
+        starts before the writer completed is a ``RaceError`` (a missing flag / queue)."""
+        vec = pipe == "V"
+        ready = 0.0
+        rs = []
+        for item in reads:
+            if item.__class__ is tuple:
+                t, lo, hi = item
+            else:
+                t = item
+                size = t.dtype.itemsize
+                lo = t.offset * size
+                hi = lo + t.count * size
             r = t.region
-            hit = r.conflict(r.writes, lo, hi, start, pipe)
-            if hit:
-                self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
-            r.record_read(lo, hi, end, pipe)
-        for t, lo, hi in writes:
+            if r.freed:
+                self._freed(name, t)
+            if vec:
+                for e in r.writes:      # read after an in-flight vector write: wait for it
+                    if e[2] > ready and e[3] == "V" and e[0] < hi and lo < e[1]:
+                        ready = e[2]
+            rs.append((t, r, lo, hi))
+        ws = []
+        for item in writes:
+            if item.__class__ is tuple:
+                t, lo, hi = item
+            else:
+                t = item
+                size = t.dtype.itemsize
+                lo = t.offset * size
+                hi = lo + t.count * size
             r = t.region
-            hit = r.conflict(r.reads, lo, hi, start, pipe)
-            if hit:
-                self._race(name, pipe, start, t, f"{hit[1]} is still reading it until {hit[0]:.0f}")
-            hit = r.conflict(r.writes, lo, hi, start, pipe)
-            if hit:
-                self._race(name, pipe, start, t, f"{hit[1]} is still writing it until {hit[0]:.0f}")
-            r.record_write(lo, hi, end, pipe)
+            if r.freed:
+                self._freed(name, t)
+            ws.append((t, r, lo, hi))
+        core = self.core
+        start, end = core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements, ready_cycles=ready)
+        complete = core.done[pipe]
+        for t, r, lo, hi in rs:
+            for e in r.writes:
+                if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
+                    self._race(name, pipe, start, t, f"{e[3]} is still writing it until {e[2]:.0f}")
+            r.record_read(lo, hi, complete, pipe)
+        for t, r, lo, hi in ws:
+            for e in r.reads:
+                if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
+                    self._race(name, pipe, start, t, f"{e[3]} is still reading it until {e[2]:.0f}")
+            for e in r.writes:
+                if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
+                    self._race(name, pipe, start, t, f"{e[3]} is still writing it until {e[2]:.0f}")
+            r.record_write(lo, hi, complete, pipe)
         return start, end
+
+    @staticmethod
+    def _freed(name, t):
+        raise AscendCRuleError(
+            f"{name}: UB buffer '{t.name}' is used after free_tensor (FreeTensor gave it back "
+            "to its queue; the next alloc_tensor may hand it to another tile). Use it "
+            "before freeing it, or allocate a new tensor")
 
     def _race(self, name, pipe, start, tensor, why):
         raise RaceError(

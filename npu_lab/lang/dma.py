@@ -17,8 +17,12 @@ Sources (asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/数据搬�
   repeat the block's first element). Going out, exactly ``blockLen`` bytes per block reach GM.
   The 310P's AI core has no DataCopyPad.
 
-Cost (the model; the faithful-costs issue refines it): one request latency per instruction plus
-the bytes moved (whole 32-byte blocks) at the core's DMA bandwidth.
+Cost (docs/cost_model.md §1-2): one instruction is ONE request, however many blocks it has. It
+occupies its MTE pipe for ``dma_issue_cycles`` + the bytes moved (whole 32-byte blocks) at the
+core's DMA bandwidth x the burst efficiency of its block size (尽量一次搬运较大的数据块: full from
+~16 KB) x the GM-alignment factor (GM地址尽量512B对齐, A2 only); its data is complete
+``dma_latency_cycles`` later, and an engine keeps ``dma_outstanding_requests`` copies in flight
+(:mod:`npu_lab.sim.core`). All of it depends on sizes and addresses only, never on data.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sim.costs import dma_cycles, round_up
+from ..sim.costs import dma_occupancy_cycles, gm_aligned, round_up
 from ..sim.l2 import gm_bytes_per_cycle
 from .errors import AscendCRuleError
 from .tensor import GlobalTensor, LocalTensor
@@ -102,9 +106,19 @@ def _direction(dst, src, what):
 class DmaOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
-    def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count, gm=None):
+    def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count, *, gm=None,
+             block_count=1, burst_bytes=None, gm_step_bytes=0):
+        """Issue one copy request of ``block_count`` blocks of ``burst_bytes`` GM bytes each
+        (default: all of ``moved_bytes`` in one block), ``gm_step_bytes`` apart in GM; ``gm`` is
+        the GlobalTensor view copied from / to (the L2 model chooses its bandwidth by it)."""
         bytes_per_cycle, from_hbm = gm_bytes_per_cycle(self, gm, pipe)    # HBM or L2 (sim/l2.py)
-        cost = dma_cycles(self.hw, moved_bytes, bytes_per_cycle)
+        burst = moved_bytes if burst_bytes is None else burst_bytes
+        aligned = gm_aligned(self.hw, burst, block_count, gm_step_bytes)
+        key = (moved_bytes, burst, aligned, bytes_per_cycle)
+        cost = self._dma_costs.get(key)
+        if cost is None:     # costs depend on sizes and addresses only: cache them
+            cost = self._dma_costs[key] = dma_occupancy_cycles(self.hw, moved_bytes, bytes_per_cycle,
+                                                               burst, aligned)
         span = ((local, ub_lo, ub_hi),)
         reads, writes = ((), span) if pipe == "MTE2" else (span, ())
         self._exec(pipe, name, cost, reads, writes, nbytes=gm_bytes, elements=count)
@@ -172,7 +186,8 @@ class DmaOps:
         direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
         self._dma(pipe, f"DataCopy {direction} {p.block_count}x{p.block_len * BLOCK_BYTES} B", local,
                   local.byte_offset, local.byte_offset + ub_need * local.dtype.itemsize, nbytes, nbytes,
-                  p.block_count * per_block, gm=gm)
+                  p.block_count * per_block, gm=gm, block_count=p.block_count,
+                  burst_bytes=p.block_len * BLOCK_BYTES, gm_step_bytes=gm_step * local.dtype.itemsize)
         if self.timing_only:
             return
         g = np.arange(p.block_count)[:, None] * gm_step + np.arange(per_block)
@@ -229,7 +244,9 @@ class DmaOps:
         gm_bytes = p.block_count * p.block_len
         direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
         self._dma(pipe, f"DataCopyPad {direction} {p.block_count}x{p.block_len} B", local, local.byte_offset,
-                  local.byte_offset + ub_need * size, moved, gm_bytes, p.block_count * per_block, gm=gm)
+                  local.byte_offset + ub_need * size, moved, gm_bytes, p.block_count * per_block, gm=gm,
+                  block_count=p.block_count, burst_bytes=round_up(p.block_len, BLOCK_BYTES),
+                  gm_step_bytes=gm_step * size)
         if self.timing_only:
             return
         g = (np.arange(p.block_count)[:, None] * gm_step + np.arange(per_block)).ravel()

@@ -9,9 +9,13 @@ the state, copies the last period's events and counters, and resumes at the firs
 whose work differs (a tail tile, the last iteration without a prefetch). A full run executes
 every iteration (it needs the numbers), and tests check both give the same timeline.
 
-Race detection (UB hazard records) is bookkeeping, not timing: skipped iterations are not
-checked again and their records are not shifted, so a timing-only run can only miss a race that
-spans the skipped stretch — never report a false one. Full runs check every instruction.
+The state compared includes, besides the pipes' clocks, flags and queue slots: each pipe's
+completion time, the DMA requests in flight (their completion times) and the vector writes still
+in flight (UB spans a later vector instruction would wait for) — all shifted on a jump.
+
+Race detection (UB hazard records) is otherwise bookkeeping, not timing: skipped iterations are
+not checked again and their records are not shifted, so a timing-only run can only miss a race
+that spans the skipped stretch — never report a false one. Full runs check every instruction.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class _Snapshot:
     pipe_events: dict
     issue_bound: int
     counters: np.ndarray
+    live_writes: list     # (region index, record index) of vector writes in flight
 
 
 class LoopOps:
@@ -69,8 +74,18 @@ class LoopOps:
         core = self.core
         pipes = core.pipes
         structure = [len(self.ub.held), tuple(sorted((k, len(v)) for k, v in core.flags.items() if v))]
-        owners = list(pipes) + list(pipes)
-        raw = [core.free[p] for p in pipes] + [core.floor[p] for p in pipes]
+        owners = list(pipes) + list(pipes) + list(pipes)
+        raw = [core.free[p] for p in pipes] + [core.floor[p] for p in pipes] + [core.done[p] for p in pipes]
+        for p, window in core.inflight.items():
+            structure.append((p, len(window)))
+            owners.extend([p] * len(window))
+            raw.extend(window)
+        v_clock = core.free.get("V", 0.0)
+        live = [(i, k) for i, r in enumerate(self.ub.held) for k, e in enumerate(r.writes)
+                if e[3] == "V" and e[2] > v_clock]
+        structure.append(tuple((i, self.ub.held[i].writes[k][:2]) for i, k in live))
+        owners.extend(["V"] * len(live))
+        raw.extend(self.ub.held[i].writes[k][2] for i, k in live)
         for key in sorted(core.flags):
             owners.extend([key[1]] * len(core.flags[key]))
             raw.extend(core.flags[key])
@@ -86,9 +101,10 @@ class LoopOps:
         n = len(pipes)
         canonical = raw.copy()
         canonical[n:] = np.maximum(raw[n:], clocks[n:])      # free times stay as they are
-        counters = np.array([core.hbm_read_bytes, core.hbm_write_bytes, core.vector_repeats], dtype=np.int64)
+        counters = np.array([core.hbm_read_bytes, core.hbm_write_bytes, core.vector_repeats,
+                             core.scalar_drains, int(core.scalar_drain_cycles)], dtype=np.int64)
         return _Snapshot(j, tuple(structure), owners, raw, canonical, core.event_count(),
-                         dict(core.pipe_events), core.issue_bound, counters)
+                         dict(core.pipe_events), core.issue_bound, counters, live)
 
     def _fast_forward(self, j: int, count: int, keys, history) -> int:
         now = history[-1]
@@ -151,7 +167,17 @@ class LoopOps:
         for i, p in enumerate(pipes):
             core.free[p] += total[i]
             core.floor[p] += total[n + i]
-        i = 2 * n
+            core.done[p] += total[2 * n + i]
+        i = 3 * n
+        for window in core.inflight.values():
+            for k in range(len(window)):
+                window[k] += total[i]
+                i += 1
+        for r, k in now.live_writes:
+            region = self.ub.held[r]
+            lo, hi, end, pipe = region.writes[k]
+            region.writes[k] = (lo, hi, end + total[i], pipe)
+            i += 1
         for key in sorted(core.flags):
             pending = core.flags[key]
             for k in range(len(pending)):
@@ -172,4 +198,6 @@ class LoopOps:
         core.hbm_read_bytes += int(delta[0])
         core.hbm_write_bytes += int(delta[1])
         core.vector_repeats += int(delta[2])
+        core.scalar_drains += int(delta[3])
+        core.scalar_drain_cycles += float(delta[4])
         core.replicate_events(prev.events, copies, period)

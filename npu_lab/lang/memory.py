@@ -23,7 +23,8 @@ VECOUT     flag V -> MTE3      pipe MTE3 (until the vector op that wrote it)
 So the scalar unit is *not* synchronised by a queue: scalar code that reads a VECIN tensor
 needs its own ``wait_flag("MTE2_S", id)`` — the simulator raises a ``RaceError`` without it, as
 the hardware would compute with stale bytes. ``alloc_tensor`` makes the producer pipe wait until
-the slot's previous consumer freed it. ``depth`` is how many tensors may be enqueued and not yet
+the slot's previous consumer freed it. Each of these syncs is a flag: it passes when the source
+pipe's work *completed* (DMA latency, vector pipeline included), plus ``sync_flag_cycles``. ``depth`` is how many tensors may be enqueued and not yet
 dequeued (``TQue<pos, depth>``); one more ``enque`` raises.
 """
 
@@ -193,7 +194,8 @@ class TQue:
                 f"{len(self._ready) + 1} before a deque; depth {self.depth} allows only {self.depth} "
                 f"tensor(s) in flight. Declare TQue<{self.position}, {len(self._ready) + 1}> to "
                 "prefetch that far, or deque first.")
-        self._ready.append((tensor, slot, self.core.free[self.producer]))
+        # EnQue is a SetFlag: the consumer may go once the producer's work completed + the flag
+        self._ready.append((tensor, slot, self.core.flag_time(self.producer)))
 
     def deque(self, dtype=None) -> LocalTensor:
         """``DeQue<T>()``: the oldest enqueued tensor; the consumer pipe waits for its producer."""
@@ -212,7 +214,8 @@ class TQue:
         self.core.log_call("FreeTensor")
         if any(s is slot for _, s, _ in self._ready):
             raise QueueError(f"queue '{self.name}': free_tensor of a tensor still enqueued; deque it first")
-        slot.freed_at = self.core.free[self.consumer]
+        # FreeTensor is a SetFlag too: the slot is free once the consumer's reads completed
+        slot.freed_at = self.core.flag_time(self.consumer)
         slot.in_use = False
         slot.region.freed = True
 

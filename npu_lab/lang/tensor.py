@@ -178,14 +178,23 @@ class UbRegion:
 
     def record_read(self, lo: int, hi: int, end: float, pipe: str) -> None:
         # an older read of the same pipe inside this range ends no later: forget it
-        self.reads = [e for e in self.reads if not (e[3] == pipe and lo <= e[0] and e[1] <= hi)]
-        self.reads.append((lo, hi, end, pipe))
+        reads = self.reads
+        for e in reads:
+            if e[3] == pipe and lo <= e[0] and e[1] <= hi:
+                reads = self.reads = [e for e in reads if not (e[3] == pipe and lo <= e[0] and e[1] <= hi)]
+                break
+        reads.append((lo, hi, end, pipe))
 
     def record_write(self, lo: int, hi: int, end: float, pipe: str) -> None:
         # everything inside the range is overwritten (its users were checked to be done)
-        self.reads = [e for e in self.reads if not (lo <= e[0] and e[1] <= hi)]
-        self.writes = [e for e in self.writes if not (lo <= e[0] and e[1] <= hi)]
-        self.writes.append((lo, hi, end, pipe))
+        if self.reads:
+            self.reads = [e for e in self.reads if not (lo <= e[0] and e[1] <= hi)]
+        writes = self.writes
+        for e in writes:
+            if lo <= e[0] and e[1] <= hi:
+                writes = self.writes = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
+                break
+        writes.append((lo, hi, end, pipe))
 
 
 class LocalTensor:
@@ -255,6 +264,10 @@ class LocalTensor:
         self.region.ctx._set_value(self, index, value)
 
     def __getitem__(self, key) -> "LocalTensor":
+        if type(key) is int and 0 <= key <= self.count:      # the common case: no checks to redo
+            view = object.__new__(LocalTensor)
+            view.region, view.dtype, view.offset, view.count = self.region, self.dtype, self.offset + key, self.count - key
+            return view
         off = _offset(key, self.count, self.name)
         return LocalTensor(self.region, self.dtype, self.offset + off, self.count - off)
 

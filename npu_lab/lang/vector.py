@@ -96,6 +96,8 @@ def need_local(*tensors, align: int = BLOCK_BYTES):
     asc-devkit docs/zh/api/SIMD-API/通用说明和约束.md); a few operands document a smaller
     ``align`` (a reduction's results, MrgSort's lists)."""
     for t in tensors:
+        if t.__class__ is LocalTensor and (t.region.offset_bytes + t.offset * t.dtype.itemsize) % align == 0:
+            continue                     # the common case, without property look-ups
         if not isinstance(t, LocalTensor):
             raise TypeError(f"vector instructions work on UB LocalTensors, got {type(t).__name__}; "
                             "data_copy global data into UB first")
@@ -158,7 +160,20 @@ def _footprint(lanes: tuple, itemsize: int, repeat: int, blk_stride: int, rep_st
     within = lanes % per_block + (lanes // per_block) * blk_stride * per_block
     offsets = (np.arange(repeat)[:, None] * rep_stride * per_block + within).ravel()
     offsets.flags.writeable = False
+    if len(offsets):
+        _remember_bounds(offsets, int(offsets.min()), int(offsets.max()))
     return offsets, (int(offsets.max()) if len(offsets) else -1)
+
+
+#: (min, max) of the cached footprints, keyed by id and holding the array (so the id stays its
+#: own): span_of is asked for every operand of every level-0 instruction
+_BOUNDS: dict[int, tuple] = {}
+
+
+def _remember_bounds(offsets: np.ndarray, lo: int, hi: int) -> None:
+    if len(_BOUNDS) > 8192:
+        _BOUNDS.clear()
+    _BOUNDS[id(offsets)] = (offsets, lo, hi)
 
 
 def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
@@ -179,9 +194,13 @@ def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: i
 def span_of(t: LocalTensor, off: np.ndarray):
     """(tensor, byte_lo, byte_hi) of the elements at ``off`` (for hazard tracking)."""
     size = t.dtype.itemsize
+    base = t.offset * size
+    known = _BOUNDS.get(id(off))
+    if known is not None and known[0] is off:
+        return t, base + known[1] * size, base + (known[2] + 1) * size
     if len(off) == 0:
-        return t, t.byte_offset, t.byte_offset
-    return t, t.byte_offset + int(off.min()) * size, t.byte_offset + (int(off.max()) + 1) * size
+        return t, base, base
+    return t, base + int(off.min()) * size, base + (int(off.max()) + 1) * size
 
 
 class VectorOps:

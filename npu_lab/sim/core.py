@@ -1,13 +1,22 @@
-"""One core running one block: in-order pipes fed by a scalar unit (DESIGN.md §4.1).
+"""One core running one block: in-order pipes fed by a scalar unit (DESIGN.md §4.1, docs/cost_model.md).
 
 Times are in cycles, relative to the block's start. The scalar unit (pipe ``S``) runs the kernel's
 control code and issues every other instruction, in program order, into a per-pipe queue. Each
 pipe executes its queue in order; pipes run in parallel. An instruction on pipe P starts at
 
-    max(P's free time, the time S issued it, the flags P waits on, the data-ready times given)
+    max(P's free time, the time S issued it, the flags P waits on, the data-ready times given,
+        for a DMA pipe: the completion of the copy N requests back)
 
-and ends ``cost`` cycles later. ``set_flag(src, dst)`` records the end of src's last instruction;
-``wait_flag(src, dst)`` makes dst's next instruction wait for it (and stalls S when dst is S).
+and *occupies* P for ``cost`` cycles (its ``end``, which is when P may start its next one). Its
+result is *complete* ``latency`` cycles later: the DMA request latency on MTE2/MTE3 (the engine
+keeps up to N requests in flight, so latencies overlap), the pipeline depth on V, nothing on S.
+Readers, flags, queues and the race detector all use the completion time; busy time counts
+occupancy only.
+
+``set_flag(src, dst)`` records when src's last instruction completes (plus the flag's own cost);
+``wait_flag(src, dst)`` makes dst's next instruction wait for it (and stalls S when dst is S — a
+V→S wait drains the vector pipe and is counted in ``scalar_drains``). ``pipe_barrier(P)`` makes
+P's next instruction wait until everything issued on P completed, plus the barrier's cost.
 
 Nothing here looks at data values: a timeline depends only on the instructions issued and their
 sizes, which is why a timing-only run reproduces a full run exactly.
@@ -40,6 +49,7 @@ PIPE_MEANING = {
 
 _LIBRARY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INTERNAL_DIRS = (os.path.join(_LIBRARY_DIR, "sim"), os.path.join(_LIBRARY_DIR, "lang"))
+_INTERNAL_CODE: dict = {}   # code object -> is it inside npu_lab/sim or npu_lab/lang
 
 
 class SimulationError(RuntimeError):
@@ -50,7 +60,14 @@ def issuing_source() -> tuple[str, int]:
     """(file, line) of the kernel code that issued the current instruction: the first frame
     outside ``npu_lab/sim`` and ``npu_lab/lang``."""
     frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL_DIRS):
+    internal = _INTERNAL_CODE
+    while frame is not None:
+        code = frame.f_code
+        inside = internal.get(code)
+        if inside is None:
+            inside = internal[code] = code.co_filename.startswith(_INTERNAL_DIRS)
+        if not inside:
+            break
         frame = frame.f_back
     if frame is None:
         return ("?", 0)
@@ -58,24 +75,31 @@ def issuing_source() -> tuple[str, int]:
 
 
 _EMPTY_COLUMNS = (np.zeros(0, np.int8), np.zeros(0, object), np.zeros(0), np.zeros(0),
-                  np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object))
+                  np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object), np.zeros(0))
 
 
 @dataclass
 class BlockTrace:
     """What one block did, times relative to the block's start (cycles).
 
-    Events are column arrays (pipe code, name, start, end, bytes, elements, source), stored as
+    Events are column arrays (pipe code, name, start, end, bytes, elements, source, ready), stored as
     segments ``(columns, copies, period)``: plain events have period 0 (and copies 1); a
     fast-forwarded loop keeps one period of events and ``copies`` more shifted by 1, 2, ...
     periods, so a block of a million tiles stays small. The columns are
-    materialised (``.pipe``, ``.start_cycles``, ...) only when somebody asks."""
+    materialised (``.pipe``, ``.start_cycles``, ...) only when somebody asks. ``start``/``end``
+    is the pipe's occupancy; ``ready`` is when the result is complete (end + the pipe's latency).
+
+    ``scalar_drains`` counts the scalar unit's waits on the vector pipe (a ``V_S`` wait_flag, e.g.
+    before ``get_value`` of a vector result, and ``PipeBarrier<PIPE_ALL>``); ``scalar_drain_cycles``
+    is how long S stood still in them."""
 
     segments: list
     hbm_read_bytes: int
     hbm_write_bytes: int
     vector_repeats: int
     duration_cycles: float
+    scalar_drains: int = 0
+    scalar_drain_cycles: float = 0.0
 
     @functools.cached_property
     def _columns(self) -> tuple:
@@ -89,6 +113,7 @@ class BlockTrace:
             rep = [np.tile(c, copies) for c in cols]
             rep[2] = rep[2] + shift
             rep[3] = rep[3] + shift
+            rep[7] = rep[7] + shift
             parts.append(tuple(rep))
         if not parts:
             return _EMPTY_COLUMNS
@@ -101,6 +126,7 @@ class BlockTrace:
     nbytes = property(lambda self: self._columns[4])
     elements = property(lambda self: self._columns[5])
     source = property(lambda self: self._columns[6])  # object array of (file, line)
+    ready_cycles = property(lambda self: self._columns[7])  # result complete (end + latency)
 
     def __len__(self) -> int:
         return sum(len(cols[0]) * copies for cols, copies, _ in self.segments)
@@ -111,6 +137,7 @@ class BlockTrace:
                 and np.array_equal(self.pipe, other.pipe)
                 and np.array_equal(self.start_cycles, other.start_cycles)
                 and np.array_equal(self.end_cycles, other.end_cycles)
+                and np.array_equal(self.ready_cycles, other.ready_cycles)
                 and np.array_equal(self.nbytes, other.nbytes))
 
     @functools.cached_property
@@ -125,19 +152,40 @@ class BlockTrace:
 
 
 class CoreState:
-    """The pipes of one core while it runs one block."""
+    """The pipes of one core while it runs one block.
 
-    def __init__(self, pipes: tuple[str, ...], scalar_issue_cycles: float):
+    Latencies (cycles, whole numbers): ``dma_latency_cycles`` on MTE2/MTE3 with at most
+    ``dma_outstanding_requests`` copies in flight per engine, ``vector_latency_cycles`` on V;
+    ``sync_flag_cycles`` per flag, ``pipe_barrier_cycles`` per barrier. All default to 0 (the
+    bare in-order model); :class:`~npu_lab.lang.context.KernelContext` passes the spec's."""
+
+    def __init__(self, pipes: tuple[str, ...], scalar_issue_cycles: float, *, dma_latency_cycles: float = 0.0,
+                 dma_outstanding_requests: int = 1 << 30, vector_latency_cycles: float = 0.0,
+                 sync_flag_cycles: float = 0.0, pipe_barrier_cycles: float = 0.0):
         self.pipes = pipes
-        self.scalar_issue_cycles = float(math.ceil(round(scalar_issue_cycles, 6)))  # whole cycles
-        self.free = dict.fromkeys(pipes, 0.0)   # end of the last instruction on each pipe
+        self.scalar_issue_cycles = _whole(scalar_issue_cycles)
+        self.free = dict.fromkeys(pipes, 0.0)   # end of the last instruction's occupancy on each pipe
+        self.done = dict.fromkeys(pipes, 0.0)   # completion of the last instruction on each pipe
         self.floor = dict.fromkeys(pipes, 0.0)  # earliest start of the next one (waited flags)
+        self.latency = dict.fromkeys(pipes, 0.0)
+        for p in ("MTE2", "MTE3"):
+            if p in self.latency:
+                self.latency[p] = _whole(dma_latency_cycles)
+        if "V" in self.latency:
+            self.latency["V"] = _whole(vector_latency_cycles)
+        self.outstanding = max(1, int(dma_outstanding_requests))
+        #: completion times of the copies in flight, per DMA pipe (at most ``outstanding``)
+        self.inflight = {p: deque() for p in ("MTE2", "MTE3") if p in self.free}
+        self.sync_flag_cycles = _whole(sync_flag_cycles)
+        self.pipe_barrier_cycles = _whole(pipe_barrier_cycles)
         self.flags: dict[tuple[str, str], deque] = {}
         self.events: list[tuple] = []
         self._segments: list[tuple] = []   # (columns, copies, period) of events already flushed
         self.hbm_read_bytes = 0
         self.hbm_write_bytes = 0
         self.vector_repeats = 0
+        self.scalar_drains = 0          # V->S waits and PIPE_ALL barriers (round trips)
+        self.scalar_drain_cycles = 0.0  # how long S stood still in them
         self.pipe_events = dict.fromkeys(pipes, 0)  # instructions issued per pipe
         self.issue_bound = 0   # instructions whose start was set by the scalar unit's issue time
         #: off (None) unless npu_lab.lang.context.record_calls() is open: then a list of
@@ -150,32 +198,65 @@ class CoreState:
 
     def issue(self, pipe: str, name: str, cost_cycles: float, *, nbytes: int = 0,
               elements: int = 0, ready_cycles: float = 0.0, source=None) -> tuple[float, float]:
-        """Issue one instruction; returns its (start, end) in cycles."""
+        """Issue one instruction; returns its (start, end) occupancy in cycles. Its completion
+        (end + the pipe's latency) is ``self.done[pipe]`` afterwards."""
         free = self.free
         if pipe == "S":
-            start = max(free["S"], ready_cycles)
+            start = free["S"]
+            if ready_cycles > start:
+                start = ready_cycles
         else:
             if pipe not in free:
                 self._check_pipe(pipe)
             issued = free["S"] + self.scalar_issue_cycles
             free["S"] = issued
-            other = max(free[pipe], self.floor[pipe], ready_cycles)
+            other = free[pipe]
+            if self.floor[pipe] > other:
+                other = self.floor[pipe]
+            if ready_cycles > other:
+                other = ready_cycles
+            inflight = self.inflight.get(pipe)
+            if inflight is not None:
+                # the window of the last N copies' completions; entries at or before the pipe's
+                # clock can never delay anything, so they are dropped (this keeps a steady
+                # state's window the same size from one loop iteration to the next)
+                while inflight and inflight[0] <= free[pipe]:
+                    inflight.popleft()
+                if len(inflight) >= self.outstanding:
+                    oldest = inflight.popleft()      # copy i - N must be complete before copy i starts
+                    if oldest > other:
+                        other = oldest
             if issued > other:
                 self.issue_bound += 1
-            start = max(other, issued)
+                start = issued
+            else:
+                start = other
         end = start + cost_cycles
         free[pipe] = end
+        complete = end + self.latency[pipe]
+        self.done[pipe] = complete
+        if pipe != "S" and inflight is not None:
+            inflight.append(complete)
         self.pipe_events[pipe] += 1
         if self.call_log is not None:
             self.call_log.append((pipe, name))
         self.events.append((PIPE_CODE[pipe], name, start, end, nbytes, elements,
-                            source if source is not None else issuing_source()))
+                            source if source is not None else issuing_source(), complete))
         return start, end
+
+    def flag_time(self, src: str) -> float:
+        """When a flag set now on ``src`` reaches its waiter: src's issued work complete (the
+        SetFlag page: 源流水的前序指令的所有读写操作都完成之后), no earlier than the scalar unit
+        reaching the SetFlag, plus the flag's own cost."""
+        t = self.done[src]
+        if self.free["S"] > t:
+            t = self.free["S"]
+        return t + self.sync_flag_cycles
 
     def set_flag(self, src: str, dst: str, event_id: int = 0) -> None:
         self._check_pipe(src)
         self._check_pipe(dst)
-        self.flags.setdefault((src, dst, event_id), deque()).append(self.free[src])
+        self.flags.setdefault((src, dst, event_id), deque()).append(self.flag_time(src))
         self.log_call(f"SetFlag<{src}_{dst}>")
 
     def wait_flag(self, src: str, dst: str, event_id: int = 0) -> None:
@@ -188,12 +269,23 @@ class CoreState:
                 f"wait_flag({src}_{dst}, event {event_id}) has no matching set_flag before it: "
                 "on the device this pipe would wait forever. Set the flag (same event and id) "
                 "after the producing instruction, then wait for it before the consuming one.")
-        self.wait_until(dst, pending.popleft())
+        when = pending.popleft()
+        if dst == "S" and src == "V":
+            self._drain(when)
+        else:
+            self.wait_until(dst, when)
 
     def log_call(self, call: str) -> None:
         """Record a sync / queue call (``EnQue``, ``SetFlag<MTE2_S>``) when recording is on."""
         if self.call_log is not None:
             self.call_log.append((None, call))
+
+    def _drain(self, time_cycles: float) -> None:
+        """The scalar unit waits for the vector pipe (a V->S round trip): counted."""
+        self.scalar_drains += 1
+        if time_cycles > self.free["S"]:
+            self.scalar_drain_cycles += time_cycles - self.free["S"]
+            self.free["S"] = time_cycles
 
     def wait_until(self, pipe: str, time_cycles: float) -> None:
         """Make ``pipe``'s next instruction start no earlier than ``time_cycles``."""
@@ -203,16 +295,20 @@ class CoreState:
             self.floor[pipe] = max(self.floor[pipe], time_cycles)
 
     def pipe_barrier(self, pipe: str = "ALL") -> None:
-        """``ALL``: the scalar unit waits until every pipe has drained, and no pipe starts its
-        next instruction before that. A barrier on one pipe costs nothing here because each
-        pipe is already in order."""
+        """``ALL``: the scalar unit waits until every issued instruction of every pipe completed,
+        plus the barrier's cost, and no pipe starts its next instruction before that (counted as
+        a scalar drain). One pipe: its next instruction waits until everything issued on it
+        completed, plus the barrier's cost (PipeBarrier(ISASI).md: 保证前序指令中所有数据的读写工作
+        全部完成，后序指令才能执行)."""
         self.log_call(f"PipeBarrier<PIPE_{pipe}>")
         if pipe == "ALL":
-            t = max(self.free.values())
+            t = max(max(self.done.values()), self.free["S"]) + self.pipe_barrier_cycles
+            self._drain(t)
             for p in self.pipes:
                 self.wait_until(p, t)
         else:
             self._check_pipe(pipe)
+            self.wait_until(pipe, self.done[pipe] + self.pipe_barrier_cycles)
 
     def event_count(self) -> int:
         return sum(len(cols[0]) * copies for cols, copies, _ in self._segments) + len(self.events)
@@ -246,10 +342,17 @@ class CoreState:
         return (np.fromiter(cols[0], dtype=np.int8, count=n), np.array(cols[1], dtype=object),
                 np.fromiter(cols[2], dtype=np.float64, count=n), np.fromiter(cols[3], dtype=np.float64, count=n),
                 np.fromiter(cols[4], dtype=np.int64, count=n), np.fromiter(cols[5], dtype=np.int64, count=n),
-                source)
+                source, np.fromiter(cols[7], dtype=np.float64, count=n))
 
     def finish(self) -> BlockTrace:
         self._flush()
-        duration = max(self.free.values()) if self.free else 0.0
+        # the block ends when its last result is complete (the last copy out landed in GM)
+        duration = max(max(self.free.values()), max(self.done.values())) if self.free else 0.0
         return BlockTrace(list(self._segments), self.hbm_read_bytes, self.hbm_write_bytes,
-                          self.vector_repeats, float(duration))
+                          self.vector_repeats, float(duration), self.scalar_drains,
+                          float(self.scalar_drain_cycles))
+
+
+def _whole(cycles: float) -> float:
+    """Whole cycles (as in sim.costs.whole_cycles; kept here so core imports nothing of costs)."""
+    return float(math.ceil(round(cycles, 6)))

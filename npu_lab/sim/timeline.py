@@ -21,7 +21,7 @@ from .schedule import schedule_blocks
 
 COMPUTE_PIPES = ("S", "V", "M")
 EVENT_DTYPES = {"launch": "int64", "core": "int64", "block": "int64", "pipe": "object", "name": "object",
-                "start_us": "float64", "end_us": "float64", "bytes": "int64", "elements": "int64",
+                "start_us": "float64", "end_us": "float64", "ready_us": "float64", "bytes": "int64", "elements": "int64",
                 "source": "object", "code": "object"}
 MEMORY_PIPES = ("MTE2", "MTE3", "MTE1", "FIX")
 _MTE2 = PIPE_CODE["MTE2"]
@@ -268,7 +268,9 @@ class Timeline:
     # ---- events -----------------------------------------------------------------------
     def events(self, max_blocks: int | None = None):
         """All instructions as a pandas DataFrame with columns launch, core, block, pipe, name,
-        start_us, end_us, duration_us, bytes, elements, source (file:line) and code (that line).
+        start_us, end_us (the pipe's occupancy), ready_us (when the result is complete: end + the
+        DMA request latency or the vector pipeline depth), duration_us, bytes, elements, source
+        (file:line) and code (that line).
         ``max_blocks`` keeps only the first blocks of each launch (for plotting huge runs)."""
         import pandas as pd
 
@@ -279,7 +281,8 @@ class Timeline:
             frames.append(pd.DataFrame({
                 "launch": [li], "core": [-1], "block": [-1], "pipe": ["launch"],
                 "name": [f"{l.name}: launch overhead"], "start_us": [to_us(offset_cycles)],
-                "end_us": [to_us(offset_cycles + l.overhead_cycles)], "bytes": [0], "elements": [0],
+                "end_us": [to_us(offset_cycles + l.overhead_cycles)],
+                "ready_us": [to_us(offset_cycles + l.overhead_cycles)], "bytes": [0], "elements": [0],
                 "source": [""], "code": [""]}))
             base = offset_cycles + l.overhead_cycles
             blocks = np.arange(l.block_dim)
@@ -301,6 +304,7 @@ class Timeline:
                     "name": np.tile(trace.name, len(mine)),
                     "start_us": to_us(np.tile(trace.start_cycles, len(mine)) + np.repeat(starts, n) + base),
                     "end_us": to_us(np.tile(trace.end_cycles, len(mine)) + np.repeat(starts, n) + base),
+                    "ready_us": to_us(np.tile(trace.ready_cycles, len(mine)) + np.repeat(starts, n) + base),
                     "bytes": np.tile(trace.nbytes, len(mine)),
                     "elements": np.tile(trace.elements, len(mine)),
                     "source": np.tile(np.array(src, dtype=object), len(mine)),
@@ -340,7 +344,7 @@ class Timeline:
             trace_events.append({
                 "ph": "X", "name": row.name, "cat": row.pipe, "pid": pid, "tid": tid,
                 "ts": float(row.start_us), "dur": float(row.duration_us),
-                "args": {"block": int(row.block), "bytes": int(row.bytes),
+                "args": {"block": int(row.block), "bytes": int(row.bytes), "ready_us": float(row.ready_us),
                          "elements": int(row.elements), "source": row.source}})
         doc = {"traceEvents": trace_events, "displayTimeUnit": "ns",
                "metadata": {"chip": self.hw.name, "latency_us": self.total_us}}
