@@ -6,7 +6,6 @@ scalar unit's V->S drains. Each test states the rule it checks; none pins a figu
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from npu_lab import GlobalTensor, KernelContext, get_preset, launch, npu_kernel
 from npu_lab.lang import DataCopyParams, TBuf, TPosition, TQue
