@@ -90,7 +90,8 @@ def load_previous_model_claims() -> pd.DataFrame:
 
 def load_previous_model_fit() -> dict:
     """The previous cost model's fit of the ``article`` preset (``data/article_fit_previous_model.json``):
-    ``fitted`` {field: {base, fitted}}, ``mape_pct`` and per-tileS ``residuals``."""
+    ``fitted`` {field: {base, fitted}}, ``mape_pct``, per-tileS ``residuals`` and ``valley`` (its identifiability
+    valley as notebook 07b printed it then: ``rows`` of mape_pct, the fields and v2_gain_pct)."""
     import json
 
     return json.loads((DATA_DIR / "article_fit_previous_model.json").read_text(encoding="utf-8"))

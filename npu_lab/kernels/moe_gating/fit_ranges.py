@@ -7,7 +7,8 @@ to an implausible value has found what the model misses, not what the chip does.
 
 The four free fields and why:
 
-* ``launch_overhead_us`` — the fixed part of a launch. The article's tileS table spans 32 to
+* ``launch_overhead_us`` — the fixed part of a launch (the part per core started,
+  ``launch_per_core_us``, stays at the preset's value). The article's tileS table spans 32 to
   1024 blocks of one launch, so the table's floor pins it.
 * ``block_dispatch_us`` — the task scheduler's cost per block: the table's left arm (1024 blocks
   at tileS = 1) pins it.
@@ -50,9 +51,13 @@ ARTICLE_FREE = ("launch_overhead_us", "block_dispatch_us", "dma_latency_cycles",
 FIT_RANGES: dict[str, FitRange] = {
     "launch_overhead_us": FitRange(
         5.0, 40.0,
-        "DESIGN.md §3: about 20 us measured for an empty kernel on all cores (fixed part + the part per "
-        "core); the vendor guide (头尾开销优化/设置合适的核数和算子Kernel类型.md) gives the shape, not "
-        "the number. Range: a quarter to twice the measured figure"),
+        "the FIXED part of a launch (sim/launch_cost.py: launch = fixed + launch_per_core_us x cores "
+        "started). DESIGN.md §3: about 20 us measured for an empty kernel on all 48 vector cores (medium "
+        "confidence), of which the 910B2 preset puts 48 x 0.1 us in the part per core and 15.2 us in the "
+        "fixed part; the vendor guide (头尾开销优化/设置合适的核数和算子Kernel类型.md) gives the shape, "
+        "not the numbers. Range (stated before the fit): a quarter to twice the 20 us figure, 5-40 us. "
+        "Read as the fixed part it puts the whole launch on 48 cores at 9.8-44.8 us, about half to a "
+        "little over twice the measured 20 us: still the plausible band, so the values stand"),
     "block_dispatch_us": FitRange(
         0.02, 0.5,
         "assumed: the task scheduler is hardware and hands a block to a free core in tens to a few "
