@@ -35,6 +35,8 @@ from .vector import VectorOps
 __all__ = ["KernelContext", "HardEvent", "RaceError", "record_calls"]
 
 _call_recorders: list[list] = []   # open record_calls() blocks (normally none: recording is off)
+#: check_supported answers by (isa, instruction, dtype, mode): the capability tables are constant
+_SUPPORTED: dict = {}
 
 
 @contextlib.contextmanager
@@ -239,8 +241,16 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
 
     def _require(self, instruction: str, *, dtype=None, mode=None) -> None:
         """Raise a CapabilityError when this chip has no ``instruction`` (for dtype / mode)."""
-        dtype_name = None if dtype is None else (dtype.name if isinstance(dtype, np.dtype) else np.dtype(dtype).name)
-        why = check_supported(self.hw.isa, instruction, dtype=dtype_name, mode=mode)
+        key = (self.hw.isa, instruction, dtype, mode)
+        try:
+            why = _SUPPORTED[key]
+        except (KeyError, TypeError):          # first time (or an unhashable dtype): ask
+            dtype_name = None if dtype is None else (dtype.name if isinstance(dtype, np.dtype) else np.dtype(dtype).name)
+            why = check_supported(self.hw.isa, instruction, dtype=dtype_name, mode=mode)
+            try:
+                _SUPPORTED[key] = why
+            except TypeError:
+                pass
         if why:
             raise CapabilityError(f"{self.hw.name}: {why}")
 

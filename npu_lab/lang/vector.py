@@ -161,7 +161,10 @@ def _footprint(lanes: tuple, itemsize: int, repeat: int, blk_stride: int, rep_st
     offsets = (np.arange(repeat)[:, None] * rep_stride * per_block + within).ravel()
     offsets.flags.writeable = False
     if len(offsets):
-        _remember_bounds(offsets, int(offsets.min()), int(offsets.max()))
+        lo, hi = int(offsets.min()), int(offsets.max())
+        _remember_bounds(offsets, lo, hi)
+        if hi - lo + 1 == len(offsets) and (len(offsets) == 1 or bool((np.diff(offsets) == 1).all())):
+            _SLICES[id(offsets)] = (offsets, slice(lo, hi + 1))     # one run: index by a slice
     return offsets, (int(offsets.max()) if len(offsets) else -1)
 
 
@@ -173,7 +176,22 @@ _BOUNDS: dict[int, tuple] = {}
 def _remember_bounds(offsets: np.ndarray, lo: int, hi: int) -> None:
     if len(_BOUNDS) > 8192:
         _BOUNDS.clear()
+        _SLICES.clear()
     _BOUNDS[id(offsets)] = (offsets, lo, hi)
+
+
+#: the cached footprints that are one run of consecutive elements, keyed by id like _BOUNDS: a
+#: slice reads a view and writes in place, where an index array gathers and scatters
+_SLICES: dict[int, tuple] = {}
+
+
+def as_index(off: np.ndarray):
+    """``off`` as a numpy index: a slice when it is a cached footprint of consecutive elements
+    (same elements, same order), else the array itself."""
+    known = _SLICES.get(id(off))
+    if known is not None and known[0] is off:
+        return known[1]
+    return off
 
 
 def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
@@ -226,6 +244,8 @@ class VectorOps:
         return n
 
     def _check_repeat(self, repeat_time) -> int:
+        if type(repeat_time) is int and 0 <= repeat_time <= MAX_REPEAT:     # the common case
+            return repeat_time
         if isinstance(repeat_time, numbers.Integral) and not isinstance(repeat_time, (bool, np.bool_)) \
                 and repeat_time > MAX_REPEAT:
             raise AscendCRuleError(
@@ -263,8 +283,8 @@ class VectorOps:
         if self.timing_only or repeat == 0:
             return
         with np.errstate(all="ignore"):
-            result = fn(*(t.data[o] for t, o in zip(srcs, offs[1:])))
-        dst.data[offs[0]] = np.asarray(result).astype(dst.dtype, copy=False)
+            result = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs[1:])))
+        dst.data[as_index(offs[0])] = np.asarray(result).astype(dst.dtype, copy=False)
 
     def _tensor_form(self, name, kind, fn, dst, srcs, count):
         n = self._count(count, dst, *srcs)
@@ -347,7 +367,8 @@ class VectorOps:
         self._scalar_op("Mins", np.minimum, dst, src, scalar, args)
 
     def _scalar_op(self, name, fn, dst, src, scalar, args):
-        if not isinstance(scalar, (numbers.Real, np.number)) or isinstance(scalar, bool):
+        if type(scalar) not in (int, float) and (not isinstance(scalar, (numbers.Real, np.number))
+                                                 or isinstance(scalar, bool)):
             raise TypeError(f"{name} takes a scalar number, got {type(scalar).__name__}")
         need_local(src)
         if src.dtype.kind in "iu" and (not float(scalar).is_integer()):
