@@ -227,13 +227,14 @@ class VectorOps:
     # ---- shared machinery -----------------------------------------------------------------
     def _vec(self, name, kind, nbytes, reads, writes, elements, repeats=None):
         # level-0: the instruction runs exactly `repeats`; tensor form: the repeats its bytes need
-        key = (kind, nbytes if repeats is None else repeats * self.hw.vector_repeat_bytes)
+        key = (name, kind, nbytes if repeats is None else repeats * self.hw.vector_repeat_bytes)
         costs = self._vector_costs
-        if key not in costs:
-            costs[key] = vector_cycles(self.hw, kind, key[1])
-        cost, reps = costs[key]
-        self.core.vector_repeats += reps
-        self._exec("V", f"{name} x{reps}", cost, reads, writes, nbytes=nbytes, elements=elements)
+        known = costs.get(key)
+        if known is None:
+            cost, reps = vector_cycles(self.hw, kind, key[2])
+            known = costs[key] = (cost, reps, f"{name} x{reps}")    # the event's name too
+        self.core.vector_repeats += known[1]
+        self._exec("V", known[2], known[0], reads, writes, nbytes=nbytes, elements=elements)
 
     def _count(self, count, *tensors) -> int:
         n = _whole("count (elements)", count, 1)
@@ -260,6 +261,9 @@ class VectorOps:
                 raise AscendCRuleError(f"{name} works on float16 / float32; '{t.name}' is {t.dtype.name}")
 
     def _same_dtype(self, name, *tensors):
+        first = tensors[0].dtype
+        if all(t.dtype == first for t in tensors):
+            return
         dts = {t.dtype for t in tensors}
         if len(dts) > 1:
             raise AscendCRuleError(f"{name}: operands must share one dtype (use cast first); got "

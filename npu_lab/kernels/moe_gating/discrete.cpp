@@ -16,7 +16,8 @@
 //                K <= 32 and Ea / 4 <= 255; else counter mode, the rows' patterns back to back).
 //                310P (no Sort32 / MrgSort): K rounds of ReduceMax(calIndex) per row; the scalar unit
 //                records the winner and writes -inf over it.
-//   renormalise  the compact [rows, K] in one copy; per phase of rows (row mod 8 / gcd(K, 8)) a
+//   renormalise  K % 8 != 0 on A2: the rows one per 32-B block (DataCopyPad in and out), one
+//                WholeReduceSum and one Div with a repeat per row. Else: the compact [rows, K] in one copy; per phase of rows (row mod 8 / gcd(K, 8)) a
 //                bit-masked WholeReduceSum and, after a Brcb of the sums, a bit-masked Div, each with a
 //                repeat per row of the phase.
 //
@@ -31,6 +32,8 @@ constexpr int32_t BLOCK_BYTES = 32;
 constexpr int32_t MAX_REPEAT = 255;
 // Sort32 / MrgSort exist on A2 (__CCE_AICORE__ == 220), not on the 310P's AI core (200).
 constexpr bool HAS_SORT = (__CCE_AICORE__ == 220);
+// DataCopyPad exists on A2, not on the 310P (DataCopyPad.md)
+constexpr bool HAS_PAD = (__CCE_AICORE__ == 220);
 
 struct RowTiling {        // discrete.py RowTiling: four int32
     int32_t N, E, K, rows;
@@ -500,8 +503,11 @@ public:
         R = tiling.rows;
         valuesGm.SetGlobalBuffer((__gm__ float*)values);
         weightsGm.SetGlobalBuffer((__gm__ float*)weights);
-        pipe.InitBuffer(xQueue, 1, Align(R * K, 64) * sizeof(float));
-        pipe.InitBuffer(yQueue, 1, Align(R * K, 64) * sizeof(float));
+        Kp = Align(K, 8);
+        padded = K % 8 != 0 && HAS_PAD;          // rows one per 32-B block (DataCopyPad)
+        int32_t slot = Align(R * K, 64) > R * Kp ? Align(R * K, 64) : R * Kp;
+        pipe.InitBuffer(xQueue, 1, slot * sizeof(float));
+        pipe.InitBuffer(yQueue, 1, slot * sizeof(float));
         pipe.InitBuffer(rowSumBuf, Align(R, 8) * sizeof(float));
         pipe.InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
         rowSum = rowSumBuf.Get<float>();
@@ -523,7 +529,11 @@ private:
     __aicore__ inline void CopyIn(int32_t first, int32_t r)
     {
         LocalTensor<float> x = xQueue.AllocTensor<float>();
-        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+        if (padded) {
+            DataCopyPad(x, valuesGm[first * K],
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(K * sizeof(float)), 0, 0, 0},
+                        DataCopyPadExtParams<float>{false, 0, 0, 0});
+        } else if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
             DataCopy(x, valuesGm[first * K], r * K);
         } else {
             DataCopyPad(x, valuesGm[first * K], DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0},
@@ -536,6 +546,14 @@ private:
     {
         LocalTensor<float> x = xQueue.DeQue<float>();
         LocalTensor<float> y = yQueue.AllocTensor<float>();
+        if (padded) {                                   // a repeat per row, one row per block
+            WholeReduceSum(rowSum, x, K, r, 1, 1, Kp / 8);
+            Brcb(bcast, rowSum, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
+            Div(y, x, bcast, K, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
+            xQueue.FreeTensor(x);
+            yQueue.EnQue(y);
+            return;
+        }
         // rows start at lane (row * K) % 8 of their block: the rows of one phase (row = ph mod p,
         // p = 8 / gcd(K, 8)) share a bit mask and lie p * K / 8 whole blocks apart: one
         // instruction per phase, a repeat per row
@@ -560,7 +578,10 @@ private:
     __aicore__ inline void CopyOut(int32_t first, int32_t r)
     {
         LocalTensor<float> y = yQueue.DeQue<float>();
-        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+        if (padded) {                                   // exactly K floats of every row reach GM
+            DataCopyPad(weightsGm[first * K], y,
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(K * sizeof(float)), 0, 0, 0});
+        } else if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
             DataCopy(weightsGm[first * K], y, r * K);
         } else {
             DataCopyPad(weightsGm[first * K], y, DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0});
@@ -575,7 +596,8 @@ private:
     LocalTensor<float> rowSum, bcast;
     GlobalTensor<float> valuesGm, weightsGm;
     RowTiling t;
-    int32_t K, R;
+    int32_t K, R, Kp;
+    bool padded;
 };
 
 // The three launches, in order. DTYPE_LOGITS: float or half (an operator project generates it).

@@ -35,7 +35,10 @@ All three are legal Ascend C (the listing is ``discrete.cpp`` beside this file):
   generic small-K TopK — ``ReduceMax`` with calIndex, then the scalar unit reads the pair
   (``GetValue``), writes value and index into the outputs and −inf over the winner
   (``SetValue``), with the V_S / S_V / S_MTE3 / MTE3_S / S_MTE2 flags a scalar stage needs.
-* **Renormalise** — the compact [r, K] values in one copy; a ``WholeReduceSum`` whose bit mask
+* **Renormalise** — on a chip with DataCopyPad and K % 8 ≠ 0, the rows one per 32-B block
+  (DataCopyPad, blockCount = r): one ``WholeReduceSum`` (mask K, a repeat per row), ``Brcb``, one
+  ``Div`` (src1 block stride 0), one DataCopyPad out. Otherwise (K % 8 = 0, or the 310P) the
+  compact [r, K] values in one copy; a ``WholeReduceSum`` whose bit mask
   picks a row's K lanes inside the 32-byte-aligned repeat that holds them, one instruction per
   *phase* (rows ≡ ph mod p, p = 8 / gcd(K, 8), start on the same lane of their block and lie
   p·K/8 blocks apart: a repeat per row); ``Brcb`` the sums; per phase a bit-masked ``Div`` with
@@ -421,43 +424,59 @@ def topk_sort_kernel(ctx, probs_gm, values_gm, indices_gm, tiling_bytes):
 # ---- 3. Renormalise -----------------------------------------------------------------------------
 @npu_kernel(block_classes=row_block_classes)
 def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
-    """weights = values / sum(values) per row of the compact [N, K]: a bit-masked WholeReduceSum
-    and a bit-masked Div inside the 32-byte-aligned repeat holding each row, one instruction per
-    phase of rows (at most 8 / gcd(K, 8), one repeat per row of the phase)."""
+    """weights = values / sum(values) per row of [N, K]. With DataCopyPad (910B) and K % 8 != 0
+    the rows land one per 32-B block (ceil8(K) apart): one WholeReduceSum and one Div with a
+    repeat per row. Otherwise the compact rows: a bit-masked WholeReduceSum and a bit-masked Div
+    inside the 32-byte-aligned repeat holding each row, one instruction per phase of rows (at
+    most 8 / gcd(K, 8), one repeat per row of the phase; K % 8 == 0 is one phase)."""
     t = RowTiling.unpack(tiling_bytes)
     K, R = t.K, t.rows
     if K > RENORM_MAX_K:
         raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: "
                          f"K <= {RENORM_MAX_K}, got K={K}")
+    Kp = align_up(K, 8)
+    padded = K % 8 != 0 and check_supported(ctx.hw.isa, "DataCopyPad") is None
     x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
-    ctx.pipe.init_buffer(x_q, 1, aligned_bytes(align_up(R * K, 64)), name="values")
-    ctx.pipe.init_buffer(y_q, 1, aligned_bytes(align_up(R * K, 64)), name="weights")
+    slot_bytes = aligned_bytes(max(align_up(R * K, 64), R * Kp))
+    ctx.pipe.init_buffer(x_q, 1, slot_bytes, name="values")
+    ctx.pipe.init_buffer(y_q, 1, slot_bytes, name="weights")
     row_sum = calc_buffer(ctx, aligned_bytes(align_up(R, 8)), "row_sum")
     bcast = calc_buffer(ctx, aligned_bytes(align_up(R, 8) * 8), "row_bcast")
+    p = 8 // math.gcd(K, 8)
     for _j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
-        load_rows(ctx, x, values_gm[first * K], 1, r * K, r * K)
+        if padded:                               # one row per block: DataCopyPad, blockCount = r
+            load_rows(ctx, x, values_gm[first * K], r, K, Kp)
+        else:
+            load_rows(ctx, x, values_gm[first * K], 1, r * K, r * K)
         x_q.enque(x)
         x = x_q.deque(np.float32)
         y = y_q.alloc_tensor(np.float32)
-        # rows start at lane (row·K) % 8 of their block: the rows of one phase (row ≡ ph mod p,
-        # p = 8 / gcd(K, 8)) share a bit mask, and p rows apart are p·K/8 whole blocks, so one
-        # instruction per phase covers them (a repeat per row)
-        p = 8 // math.gcd(K, 8)
-        for ph in range(min(p, r)):
-            base, lane = divmod(ph * K, 8)
-            ctx.whole_reduce_sum(row_sum[ph], x[8 * base], [((1 << K) - 1) << lane, 0], ceil_div(r - ph, p),
-                                 p, 1, p * K // 8)
-        ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
-        for ph in range(min(p, r)):
-            base, lane = divmod(ph * K, 8)
-            ctx.div(y[8 * base], x[8 * base], bcast[8 * ph], [((1 << K) - 1) << lane, 0], ceil_div(r - ph, p),
-                    BinaryRepeatParams(1, 1, 0, p * K // 8, p * K // 8, p))
+        if padded:
+            ctx.whole_reduce_sum(row_sum, x, K, r, 1, 1, Kp // 8)
+            ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+            ctx.div(y, x, bcast, K, r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
+        else:
+            # rows start at lane (row·K) % 8 of their block: the rows of one phase (row ≡ ph mod p,
+            # p = 8 / gcd(K, 8)) share a bit mask, and p rows apart are p·K/8 whole blocks, so one
+            # instruction per phase covers them (a repeat per row)
+            for ph in range(min(p, r)):
+                base, lane = divmod(ph * K, 8)
+                ctx.whole_reduce_sum(row_sum[ph], x[8 * base], [((1 << K) - 1) << lane, 0], ceil_div(r - ph, p),
+                                     p, 1, p * K // 8)
+            ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+            for ph in range(min(p, r)):
+                base, lane = divmod(ph * K, 8)
+                ctx.div(y[8 * base], x[8 * base], bcast[8 * ph], [((1 << K) - 1) << lane, 0], ceil_div(r - ph, p),
+                        BinaryRepeatParams(1, 1, 0, p * K // 8, p * K // 8, p))
         x_q.free_tensor(x)
         y_q.enque(y)
         y = y_q.deque(np.float32)
-        store_rows(ctx, weights_gm[first * K], y, 1, r * K, r * K)
+        if padded:
+            store_rows(ctx, weights_gm[first * K], y, r, K, Kp)
+        else:
+            store_rows(ctx, weights_gm[first * K], y, 1, r * K, r * K)
         y_q.free_tensor(y)
 
 
