@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import sys
 
 import numpy as np
 
 from ..capabilities import check_supported
 from ..hardware import HardwareSpec
-from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState
+from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, issuing_source
 from ..sim.costs import scalar_cycles
 from .dma import DmaOps
 from .errors import AscendCRuleError, CapabilityError, RaceError
@@ -35,6 +36,8 @@ from .vector import VectorOps
 __all__ = ["KernelContext", "HardEvent", "RaceError", "record_calls"]
 
 _call_recorders: list[list] = []   # open record_calls() blocks (normally none: recording is off)
+#: check_supported answers by (isa, instruction, dtype, mode): the capability tables are constant
+_SUPPORTED: dict = {}
 
 
 @contextlib.contextmanager
@@ -115,7 +118,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)
-        self._vector_costs: dict = {}      # (kind, bytes) -> (cycles, repeats): costs depend on sizes only
+        self._vector_costs: dict = {}      # (name, kind, bytes) -> (cycles, repeats, event name): costs depend on sizes only
         self._dma_costs: dict = {}         # (moved, burst, aligned, bytes/cycle) -> occupancy cycles
 
     # ---- where am I ---------------------------------------------------------------------
@@ -203,13 +206,19 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
                 self._freed(name, t)
             ws.append((t, r, lo, hi))
         core = self.core
-        start, end = core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements, ready_cycles=ready)
+        # the kernel's line: _exec's caller is always lang code, so the search starts above it
+        start, end = core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements, ready_cycles=ready,
+                                source=issuing_source(sys._getframe(2)))
         complete = core.done[pipe]
         for t, r, lo, hi in rs:
             for e in r.writes:
                 if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
                     self._race(name, pipe, start, t, f"{e[3]} is still writing it until {e[2]:.0f}")
-            r.record_read(lo, hi, complete, pipe)
+            reads_ = r.reads
+            if reads_:
+                r.record_read(lo, hi, complete, pipe)
+            else:                           # nothing to forget: the common first read
+                reads_.append((lo, hi, complete, pipe))
         for t, r, lo, hi in ws:
             for e in r.reads:
                 if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
@@ -239,8 +248,16 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
 
     def _require(self, instruction: str, *, dtype=None, mode=None) -> None:
         """Raise a CapabilityError when this chip has no ``instruction`` (for dtype / mode)."""
-        dtype_name = None if dtype is None else (dtype.name if isinstance(dtype, np.dtype) else np.dtype(dtype).name)
-        why = check_supported(self.hw.isa, instruction, dtype=dtype_name, mode=mode)
+        key = (self.hw.isa, instruction, dtype, mode)
+        try:
+            why = _SUPPORTED[key]
+        except (KeyError, TypeError):          # first time (or an unhashable dtype): ask
+            dtype_name = None if dtype is None else (dtype.name if isinstance(dtype, np.dtype) else np.dtype(dtype).name)
+            why = check_supported(self.hw.isa, instruction, dtype=dtype_name, mode=mode)
+            try:
+                _SUPPORTED[key] = why
+            except TypeError:
+                pass
         if why:
             raise CapabilityError(f"{self.hw.name}: {why}")
 

@@ -23,6 +23,7 @@ Compares.md, Select.md, GatherMask.md) and 数据填充/Brcb.md. The rules model
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
-from .vector import BinaryRepeatParams, UnaryRepeatParams, _whole, footprint, need_local, span_of
+from .vector import BinaryRepeatParams, UnaryRepeatParams, _whole, as_index, footprint, need_local, span_of
 
 _CMP = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
         "NE": np.not_equal}
@@ -84,7 +85,46 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
 
 def unpack_bits(mask: np.ndarray, n: int) -> np.ndarray:
     """uint8 (or wider) mask bytes → the first ``n`` booleans."""
-    return np.unpackbits(np.ascontiguousarray(mask).view(np.uint8), bitorder="little")[:n].astype(bool)
+    raw = np.ascontiguousarray(mask).view(np.uint8)
+    if n <= 8 * raw.size:          # unpack only what is asked; 0/1 bytes are valid booleans
+        return np.unpackbits(raw, count=n, bitorder="little").view(bool)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
+
+
+@functools.lru_cache(maxsize=256)
+def _builtin_keep(pattern: int, lanes_per_repeat: int, repeat: int) -> tuple:
+    """(kept lanes as booleans over all repeats, how many) of a built-in GatherMask pattern."""
+    group, pick = GATHER_PATTERNS[pattern]
+    keep = np.tile(np.arange(lanes_per_repeat) % group == pick, repeat)
+    keep.flags.writeable = False
+    return keep, int(keep.sum())
+
+
+#: dtypes Compare / Compares take
+_CMP_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32))
+_MASK_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+#: every lane of a 256-byte repeat, per lane count (GatherMask's normal mode reads whole repeats)
+_ALL_LANES = {64: tuple(range(64)), 128: tuple(range(128))}
+
+
+def _same_view(a, b, n: int) -> bool:
+    """Do tensors ``a`` and ``b`` see the same first ``n`` elements (same buffer, place, dtype)?"""
+    return a.region is b.region and a.offset == b.offset and a.dtype == b.dtype
+
+
+def _user_keep(words: np.ndarray, repeat: int, step: int, per_repeat_words: int, lanes: int) -> np.ndarray:
+    """The lanes a user GatherMask pattern keeps over ``repeat`` repeats: repeat r reads the
+    ``per_repeat_words`` words from word r·step (step 0: the same pattern every repeat)."""
+    if not repeat:
+        return np.zeros(0, bool)
+    if step == 0:
+        return np.tile(unpack_bits(words[:per_repeat_words], lanes), repeat)
+    if step == per_repeat_words and per_repeat_words * 8 * words.dtype.itemsize == lanes:
+        return unpack_bits(words[:repeat * step], repeat * lanes)      # patterns back to back
+    return np.concatenate([unpack_bits(words[r * step:r * step + per_repeat_words], lanes)
+                           for r in range(repeat)])
 
 
 class SelectOps:
@@ -94,9 +134,9 @@ class SelectOps:
         need_local(dst, src0)
         if mode not in _CMP:
             raise AscendCRuleError(f"{name} mode must be a CMPMODE (LT GT EQ LE GE NE), got {mode!r}")
-        if dst.dtype not in (np.uint8, np.int8):
+        if dst.dtype not in _MASK_DTYPES:
             raise AscendCRuleError(f"{name} writes a bit mask into a uint8 tensor; '{dst.name}' is {dst.dtype.name}")
-        if src0.dtype.name not in ("float16", "float32", "int32"):
+        if src0.dtype not in _CMP_DTYPES:
             raise AscendCRuleError(f"{name} compares float16, float32 or int32; '{src0.name}' is {src0.dtype.name}")
         self._require(name, dtype=src0.dtype, mode=mode)
 
@@ -128,7 +168,7 @@ class SelectOps:
             n = self._cmp_count("Compare", args[0], src0)
             self._count(n, src0, src1)
             self._count(n // 8, dst)
-            self._mask_out("Compare", dst, (src0, src1), [np.arange(n)] * 2, n,
+            self._mask_out("Compare", dst, (src0, src1), [slice(0, n)] * 2, n,
                            lambda a, b: _CMP[cmp_mode](a, b))
             return
         if len(args) != 3 or not isinstance(args[2], BinaryRepeatParams):
@@ -154,7 +194,7 @@ class SelectOps:
             n = self._cmp_count("Compares", args[0], src0)
             self._count(n, src0)
             self._count(n // 8, dst)
-            self._mask_out("Compares", dst, (src0,), [np.arange(n)], n, fn)
+            self._mask_out("Compares", dst, (src0,), [slice(0, n)], n, fn)
             return
         if len(args) != 3 or not isinstance(args[2], UnaryRepeatParams):
             raise TypeError("compares takes (dst, src0, scalar, mode, count) or (..., mode, mask, "
@@ -179,12 +219,14 @@ class SelectOps:
                        f"mask says. Pass mask={per_repeat} and ignore the bits you do not need")
 
     def _mask_out(self, name, dst, srcs, offs, n, fn):
+        """``offs``: per source, its footprint (element offsets) or a slice of its first n."""
         self._vec(f"{name}", "simple", n * srcs[0].dtype.itemsize,
-                  [span_of(t, o) for t, o in zip(srcs, offs)],
+                  [(t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize) if o.__class__ is slice
+                   else span_of(t, o) for t, o in zip(srcs, offs)],
                   [(dst, dst.byte_offset, dst.byte_offset + -(-n // 8))], n)
         if self.timing_only:
             return
-        bits = fn(*(t.data[o] for t, o in zip(srcs, offs)))
+        bits = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs)))
         dst.data.view(np.uint8)[: -(-n // 8)] = pack_bits(bits)
 
     def select(self, dst, sel_mask, src0, src1, sel_mode: str, count):
@@ -224,8 +266,18 @@ class SelectOps:
         bits = unpack_bits(sel_mask.data, mask_bits)
         if sel_mode == SELMODE.VSEL_CMPMASK_SPR:
             bits = np.resize(bits, n)
-        other = np.asarray(src1).astype(dst.dtype) if scalar_mode else src1.data[:n]
-        dst.data[:n] = np.where(bits, src0.data[:n], other)
+        out = dst.data[:n]
+        if scalar_mode:
+            other = np.asarray(src1).astype(dst.dtype)
+        elif _same_view(src1, dst, n):       # dst is src1: only the src0 lanes change
+            np.copyto(out, src0.data[:n], where=bits)
+            return
+        else:
+            other = src1.data[:n]
+        if _same_view(src0, dst, n):         # dst is src0: only the other lanes change
+            np.copyto(out, other, where=~bits)
+        else:
+            out[...] = np.where(bits, src0.data[:n], other)
 
     def gather_mask(self, dst, src0, src1_pattern, reduce_mode: bool, mask: int,
                     params: GatherMaskParams) -> int:
@@ -263,14 +315,17 @@ class SelectOps:
             lanes_per_repeat = per_repeat
             repeat = _whole("GatherMaskParams.repeat_times", params.repeat_times, 0, 255)
             block_stride, rep_stride = params.src0_block_stride, params.src0_repeat_stride
-        lanes = np.arange(lanes_per_repeat)
         if reduce_mode:
-            offs = (np.arange(repeat)[:, None] * lanes_per_repeat + lanes).ravel()
-            if len(offs) and offs.max() >= src0.count:
-                self._rule(f"GatherMask reads {offs.max() + 1} elements past '{src0.name}' ({src0.count})")
+            n = repeat * lanes_per_repeat
+            if n > src0.count:
+                self._rule(f"GatherMask reads {n} elements past '{src0.name}' ({src0.count})")
+            offs = slice(0, n)
+            read = (src0, src0.byte_offset, src0.byte_offset + n * src0.dtype.itemsize)
         else:
-            offs = footprint(src0, tuple(range(lanes_per_repeat)), repeat, block_stride, rep_stride, "src0")
-        n = len(offs)
+            offs = footprint(src0, _ALL_LANES[per_repeat], repeat, block_stride, rep_stride, "src0")
+            n = len(offs)
+            read = span_of(src0, offs)
+            offs = as_index(offs)
         if user:
             words_per_repeat = -(-lanes_per_repeat // (8 * src1_pattern.dtype.itemsize))
             step = params.src1_repeat_stride * 32 // src1_pattern.dtype.itemsize if not reduce_mode else words_per_repeat
@@ -278,7 +333,7 @@ class SelectOps:
             if need > src1_pattern.count:
                 self._rule(f"GatherMask pattern '{src1_pattern.name}' holds {src1_pattern.count} words; "
                            f"{repeat} repeats need {need}")
-        reads = [span_of(src0, offs)]
+        reads = [read]
         if user and repeat:
             reads.append((src1_pattern, src1_pattern.byte_offset, src1_pattern.byte_offset + need * src1_pattern.dtype.itemsize))
         # rsvdCnt is known only from the data; the instruction's time is not
@@ -288,17 +343,14 @@ class SelectOps:
         if user:
             if self.timing_only:
                 return 0
-            keep = np.concatenate([
-                unpack_bits(src1_pattern.data[r * step:r * step + words_per_repeat], lanes_per_repeat)
-                for r in range(repeat)]) if repeat else np.zeros(0, bool)
+            keep = _user_keep(src1_pattern.data, repeat, step, words_per_repeat, lanes_per_repeat)
+            kept = int(np.count_nonzero(keep))
         else:
-            group, pick = GATHER_PATTERNS[int(src1_pattern)]
-            keep = np.tile(lanes % group == pick, repeat)
-        kept = int(keep.sum())
+            keep, kept = _builtin_keep(int(src1_pattern), lanes_per_repeat, repeat)
         if kept > dst.count:
             self._rule(f"GatherMask keeps {kept} elements but '{dst.name}' has room for {dst.count}")
         if not self.timing_only:
-            dst.data[:kept] = src0.data[offs[keep]]
+            dst.data[:kept] = src0.data[offs][keep]
         return kept
 
     def brcb(self, dst, src, repeat_time: int, params: BrcbRepeatParams):
@@ -325,4 +377,8 @@ class SelectOps:
         self._vec("Brcb", "simple", repeat * 256, [(src, src.byte_offset, src.byte_offset + 8 * repeat * src.dtype.itemsize)],
                   [span_of(dst, dst_off)], 8 * repeat, repeats=repeat)
         if not self.timing_only and repeat:
-            dst.data[dst_off] = np.repeat(src.data[:8 * repeat], per_block)
+            at = as_index(dst_off)
+            if at.__class__ is slice:        # blocks back to back: fill them as rows of a view
+                dst.data[at].reshape(8 * repeat, per_block)[...] = src.data[:8 * repeat, None]
+            else:
+                dst.data[at] = np.repeat(src.data[:8 * repeat], per_block)

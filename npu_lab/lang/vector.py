@@ -161,7 +161,10 @@ def _footprint(lanes: tuple, itemsize: int, repeat: int, blk_stride: int, rep_st
     offsets = (np.arange(repeat)[:, None] * rep_stride * per_block + within).ravel()
     offsets.flags.writeable = False
     if len(offsets):
-        _remember_bounds(offsets, int(offsets.min()), int(offsets.max()))
+        lo, hi = int(offsets.min()), int(offsets.max())
+        _remember_bounds(offsets, lo, hi)
+        if hi - lo + 1 == len(offsets) and (len(offsets) == 1 or bool((np.diff(offsets) == 1).all())):
+            _SLICES[id(offsets)] = (offsets, slice(lo, hi + 1))     # one run: index by a slice
     return offsets, (int(offsets.max()) if len(offsets) else -1)
 
 
@@ -173,7 +176,22 @@ _BOUNDS: dict[int, tuple] = {}
 def _remember_bounds(offsets: np.ndarray, lo: int, hi: int) -> None:
     if len(_BOUNDS) > 8192:
         _BOUNDS.clear()
+        _SLICES.clear()
     _BOUNDS[id(offsets)] = (offsets, lo, hi)
+
+
+#: the cached footprints that are one run of consecutive elements, keyed by id like _BOUNDS: a
+#: slice reads a view and writes in place, where an index array gathers and scatters
+_SLICES: dict[int, tuple] = {}
+
+
+def as_index(off: np.ndarray):
+    """``off`` as a numpy index: a slice when it is a cached footprint of consecutive elements
+    (same elements, same order), else the array itself."""
+    known = _SLICES.get(id(off))
+    if known is not None and known[0] is off:
+        return known[1]
+    return off
 
 
 def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
@@ -209,13 +227,14 @@ class VectorOps:
     # ---- shared machinery -----------------------------------------------------------------
     def _vec(self, name, kind, nbytes, reads, writes, elements, repeats=None):
         # level-0: the instruction runs exactly `repeats`; tensor form: the repeats its bytes need
-        key = (kind, nbytes if repeats is None else repeats * self.hw.vector_repeat_bytes)
+        key = (name, kind, nbytes if repeats is None else repeats * self.hw.vector_repeat_bytes)
         costs = self._vector_costs
-        if key not in costs:
-            costs[key] = vector_cycles(self.hw, kind, key[1])
-        cost, reps = costs[key]
-        self.core.vector_repeats += reps
-        self._exec("V", f"{name} x{reps}", cost, reads, writes, nbytes=nbytes, elements=elements)
+        known = costs.get(key)
+        if known is None:
+            cost, reps = vector_cycles(self.hw, kind, key[2])
+            known = costs[key] = (cost, reps, f"{name} x{reps}")    # the event's name too
+        self.core.vector_repeats += known[1]
+        self._exec("V", known[2], known[0], reads, writes, nbytes=nbytes, elements=elements)
 
     def _count(self, count, *tensors) -> int:
         n = _whole("count (elements)", count, 1)
@@ -226,6 +245,8 @@ class VectorOps:
         return n
 
     def _check_repeat(self, repeat_time) -> int:
+        if type(repeat_time) is int and 0 <= repeat_time <= MAX_REPEAT:     # the common case
+            return repeat_time
         if isinstance(repeat_time, numbers.Integral) and not isinstance(repeat_time, (bool, np.bool_)) \
                 and repeat_time > MAX_REPEAT:
             raise AscendCRuleError(
@@ -240,6 +261,9 @@ class VectorOps:
                 raise AscendCRuleError(f"{name} works on float16 / float32; '{t.name}' is {t.dtype.name}")
 
     def _same_dtype(self, name, *tensors):
+        first = tensors[0].dtype
+        if all(t.dtype == first for t in tensors):
+            return
         dts = {t.dtype for t in tensors}
         if len(dts) > 1:
             raise AscendCRuleError(f"{name}: operands must share one dtype (use cast first); got "
@@ -263,8 +287,8 @@ class VectorOps:
         if self.timing_only or repeat == 0:
             return
         with np.errstate(all="ignore"):
-            result = fn(*(t.data[o] for t, o in zip(srcs, offs[1:])))
-        dst.data[offs[0]] = np.asarray(result).astype(dst.dtype, copy=False)
+            result = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs[1:])))
+        dst.data[as_index(offs[0])] = np.asarray(result).astype(dst.dtype, copy=False)
 
     def _tensor_form(self, name, kind, fn, dst, srcs, count):
         n = self._count(count, dst, *srcs)
@@ -347,7 +371,8 @@ class VectorOps:
         self._scalar_op("Mins", np.minimum, dst, src, scalar, args)
 
     def _scalar_op(self, name, fn, dst, src, scalar, args):
-        if not isinstance(scalar, (numbers.Real, np.number)) or isinstance(scalar, bool):
+        if type(scalar) not in (int, float) and (not isinstance(scalar, (numbers.Real, np.number))
+                                                 or isinstance(scalar, bool)):
             raise TypeError(f"{name} takes a scalar number, got {type(scalar).__name__}")
         need_local(src)
         if src.dtype.kind in "iu" and (not float(scalar).is_integer()):

@@ -56,10 +56,12 @@ class SimulationError(RuntimeError):
     """The kernel did something the device could not run (a hang, a race, a bad sync)."""
 
 
-def issuing_source() -> tuple[str, int]:
+def issuing_source(frame=None) -> tuple[str, int]:
     """(file, line) of the kernel code that issued the current instruction: the first frame
-    outside ``npu_lab/sim`` and ``npu_lab/lang``."""
-    frame = sys._getframe(2)
+    outside ``npu_lab/sim`` and ``npu_lab/lang``, searched from ``frame`` (default: the caller
+    of the caller; the lang layer passes a frame closer to the kernel's)."""
+    if frame is None:
+        frame = sys._getframe(2)
     internal = _INTERNAL_CODE
     while frame is not None:
         code = frame.f_code

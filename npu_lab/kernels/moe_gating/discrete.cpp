@@ -9,12 +9,17 @@
 //                ReduceSum per row; Brcb; Div; one store of exactly E per row.
 //   topk         A2: rows at Ea = ceil32(E), padding -inf (DataCopyPad right padding + a one-time
 //                Duplicate the copy's UB gap never overwrites); Sort32 every 32 columns; MrgSort 4
-//                lists at a time per row (a leftover single list moves with Copy) until one is left;
-//                GatherMask counter mode with user patterns -> compact [rows, K] values / indices.
+//                lists at a time (one MrgSort with a repeat per group when every list of the round has
+//                one length and a row has 2 or 4k of them, else per row: a leftover single list moves
+//                with Copy) until one is left; GatherMask with user patterns -> compact [rows, K]
+//                values / indices (normal mode, a repeat per row and one reused 64-lane pattern, when
+//                K <= 32 and Ea / 4 <= 255; else counter mode, the rows' patterns back to back).
 //                310P (no Sort32 / MrgSort): K rounds of ReduceMax(calIndex) per row; the scalar unit
 //                records the winner and writes -inf over it.
-//   renormalise  the compact [rows, K] in one copy; per row a bit-masked WholeReduceSum and, after a
-//                Brcb of the sums, a bit-masked Div inside the 32-B-aligned repeat holding the row.
+//   renormalise  K % 8 != 0 on A2: the rows one per 32-B block (DataCopyPad in and out), one
+//                WholeReduceSum and one Div with a repeat per row. Else: the compact [rows, K] in one copy; per phase of rows (row mod 8 / gcd(K, 8)) a
+//                bit-masked WholeReduceSum and, after a Brcb of the sums, a bit-masked Div, each with a
+//                repeat per row of the phase.
 //
 // References (asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/): 数据搬运/DataCopy*.md,
 // DataCopyPad*.md, Copy.md; 排序组合（ISASI）/Sort32.md, MrgSort.md; 比较与选择/GatherMask.md;
@@ -27,6 +32,8 @@ constexpr int32_t BLOCK_BYTES = 32;
 constexpr int32_t MAX_REPEAT = 255;
 // Sort32 / MrgSort exist on A2 (__CCE_AICORE__ == 220), not on the 310P's AI core (200).
 constexpr bool HAS_SORT = (__CCE_AICORE__ == 220);
+// DataCopyPad exists on A2, not on the 310P (DataCopyPad.md)
+constexpr bool HAS_PAD = (__CCE_AICORE__ == 220);
 
 struct RowTiling {        // discrete.py RowTiling: four int32
     int32_t N, E, K, rows;
@@ -34,6 +41,8 @@ struct RowTiling {        // discrete.py RowTiling: four int32
 
 __aicore__ inline int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
 __aicore__ inline int32_t Align(int32_t a, int32_t b) { return CeilDiv(a, b) * b; }
+// rows p apart start on the same lane of their block: p = 8 / gcd(K, 8)
+__aicore__ inline int32_t RowPhases(int32_t K) { return K % 8 == 0 ? 1 : (K % 4 == 0 ? 2 : (K % 2 == 0 ? 4 : 8)); }
 
 __aicore__ inline float NegInf()
 {
@@ -278,22 +287,44 @@ private:
         LocalTensor<float> x = xQueue.AllocTensor<float>();
         Duplicate(x, NegInf(), R * Ea);
         xQueue.FreeTensor(x);
-        for (int32_t i = 0; i < R; ++i) {
-            CreateVecIndex(iota[i * Ea], (int32_t)0, Ea);   // the expert index of every column
+        // the expert index of every column: row 0 by CreateVecIndex, the other rows copies of it
+        CreateVecIndex(iota, (int32_t)0, Ea);
+        if (R > 1 && Ea / 8 <= MAX_REPEAT) {
+            for (int32_t off = 0; off < Ea; off += 64) {
+                Copy(iota[Ea + off], iota[off], Ea - off < 64 ? Ea - off : 64, R - 1,
+                     CopyRepeatParams(1, 1, Ea / 8, 0));
+            }
+        } else {                                        // rows too far apart for a uint8 stride
+            for (int32_t i = 1; i < R; ++i) {
+                CreateVecIndex(iota[i * Ea], (int32_t)0, Ea);
+            }
         }
-        // GatherMask patterns over rows of 2 * Ea floats: even / odd lanes of the first 2K
-        Duplicate(valuePattern, (uint32_t)0, words);
-        Duplicate(indexPattern, (uint32_t)0, words);
-        SetFlag<HardEvent::V_S>(0);
-        WaitFlag<HardEvent::V_S>(0);
-        for (int32_t i = 0; i < R; ++i) {
-            for (int32_t w = 0; w < CeilDiv(2 * K, 32); ++w) {
-                uint32_t even = 0, odd = 0;
-                for (int32_t l = 32 * w; l < 32 * w + 32 && l < 2 * K; ++l) {
-                    if (l % 2 == 0) even |= 1U << (l - 32 * w); else odd |= 1U << (l - 32 * w);
+        perRowGather = 2 * K <= 64 && Ea / 4 <= MAX_REPEAT;
+        if (perRowGather) {
+            // one 64-lane pattern per kind, reused by every row: even / odd lanes of the first 2K
+            uint64_t even = 0;
+            for (int32_t l = 0; l < 2 * K; l += 2) {
+                even |= 1ULL << l;
+            }
+            for (int32_t w = 0; w < 2; ++w) {
+                valuePattern.SetValue(w, static_cast<uint32_t>(even >> (32 * w)));
+                indexPattern.SetValue(w, static_cast<uint32_t>((even << 1) >> (32 * w)));
+            }
+        } else {
+            // counter mode over rows of 2 * Ea floats: even / odd lanes of the first 2K of every row
+            Duplicate(valuePattern, (uint32_t)0, words);
+            Duplicate(indexPattern, (uint32_t)0, words);
+            SetFlag<HardEvent::V_S>(0);
+            WaitFlag<HardEvent::V_S>(0);
+            for (int32_t i = 0; i < R; ++i) {
+                for (int32_t w = 0; w < CeilDiv(2 * K, 32); ++w) {
+                    uint32_t even = 0, odd = 0;
+                    for (int32_t l = 32 * w; l < 32 * w + 32 && l < 2 * K; ++l) {
+                        if (l % 2 == 0) even |= 1U << (l - 32 * w); else odd |= 1U << (l - 32 * w);
+                    }
+                    valuePattern.SetValue(i * Ea / 16 + w, even);
+                    indexPattern.SetValue(i * Ea / 16 + w, odd);
                 }
-                valuePattern.SetValue(i * Ea / 16 + w, even);
-                indexPattern.SetValue(i * Ea / 16 + w, odd);
             }
         }
         SetFlag<HardEvent::S_V>(0);
@@ -345,6 +376,20 @@ private:
         int32_t lists = Ea / 32, len = 32;
         LocalTensor<float> src = sortedA, dst = sortedB;
         while (lists > 1) {
+            if (lists * len == Ea && (lists % 4 == 0 || lists == 2)) {
+                // lists of one length, 4 | lists or 2 (as 4 halves): one MrgSort, a repeat per group
+                int32_t each = lists % 4 == 0 ? len : len / 2;
+                int32_t repeats = r * lists * len / (4 * each);
+                for (int32_t rep0 = 0; rep0 < repeats; rep0 += MAX_REPEAT) {
+                    int32_t n = repeats - rep0 < MAX_REPEAT ? repeats - rep0 : MAX_REPEAT;
+                    int32_t at = 8 * each * rep0;
+                    uint16_t lengths[4] = {static_cast<uint16_t>(each), static_cast<uint16_t>(each),
+                                           static_cast<uint16_t>(each), static_cast<uint16_t>(each)};
+                    MrgSort(dst[at], MrgSortSrcList<float>(src[at], src[at + 2 * each], src[at + 4 * each],
+                                                           src[at + 6 * each]),
+                            MrgSort4Info(lengths, false, 15, static_cast<uint16_t>(n)));
+                }
+            } else {
             for (int32_t i = 0; i < r; ++i) {
                 for (int32_t g = 0; g < lists; g += 4) {
                     int32_t at = 2 * i * Ea + 2 * g * len;
@@ -361,6 +406,7 @@ private:
                                 MrgSort4Info(lengths, false, n == 2 ? 3 : (n == 3 ? 7 : 15), 1));
                     }
                 }
+            }
             }
             lists = CeilDiv(lists, 4);
             len *= 4;
@@ -404,10 +450,17 @@ private:
             outValues = valuesQueue.AllocTensor<float>();
             outIndices = indicesQueue.AllocTensor<int32_t>();
             uint64_t rsvdCnt = 0;
-            GatherMaskParams counter(1, 1, 8, 8);
-            GatherMask(outValues, result, valuePattern, true, 2 * r * Ea, counter, rsvdCnt);
-            GatherMask(outIndices.ReinterpretCast<uint32_t>(), result.ReinterpretCast<uint32_t>(), indexPattern,
-                       true, 2 * r * Ea, counter, rsvdCnt);
+            if (perRowGather) {                          // normal mode: a repeat per row, one pattern
+                GatherMaskParams perRow(1, static_cast<uint8_t>(r), static_cast<uint16_t>(2 * Ea / 8), 0);
+                GatherMask(outValues, result, valuePattern, false, 0, perRow, rsvdCnt);
+                GatherMask(outIndices.ReinterpretCast<uint32_t>(), result.ReinterpretCast<uint32_t>(), indexPattern,
+                           false, 0, perRow, rsvdCnt);
+            } else {                                     // counter mode: the rows' patterns back to back
+                GatherMaskParams counter(1, 1, 8, 8);
+                GatherMask(outValues, result, valuePattern, true, 2 * r * Ea, counter, rsvdCnt);
+                GatherMask(outIndices.ReinterpretCast<uint32_t>(), result.ReinterpretCast<uint32_t>(), indexPattern,
+                           true, 2 * r * Ea, counter, rsvdCnt);
+            }
         }
         valuesQueue.EnQue(outValues);
         indicesQueue.EnQue(outIndices);
@@ -435,6 +488,7 @@ private:
     GlobalTensor<int32_t> indicesGm;
     RowTiling t;
     int32_t E, K, R, Ea;
+    bool perRowGather = false;
 };
 
 // ---- 3. Renormalise -----------------------------------------------------------------------------
@@ -449,8 +503,11 @@ public:
         R = tiling.rows;
         valuesGm.SetGlobalBuffer((__gm__ float*)values);
         weightsGm.SetGlobalBuffer((__gm__ float*)weights);
-        pipe.InitBuffer(xQueue, 1, Align(R * K, 64) * sizeof(float));
-        pipe.InitBuffer(yQueue, 1, Align(R * K, 64) * sizeof(float));
+        Kp = Align(K, 8);
+        padded = K % 8 != 0 && HAS_PAD;          // rows one per 32-B block (DataCopyPad)
+        int32_t slot = Align(R * K, 64) > R * Kp ? Align(R * K, 64) : R * Kp;
+        pipe.InitBuffer(xQueue, 1, slot * sizeof(float));
+        pipe.InitBuffer(yQueue, 1, slot * sizeof(float));
         pipe.InitBuffer(rowSumBuf, Align(R, 8) * sizeof(float));
         pipe.InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
         rowSum = rowSumBuf.Get<float>();
@@ -472,7 +529,11 @@ private:
     __aicore__ inline void CopyIn(int32_t first, int32_t r)
     {
         LocalTensor<float> x = xQueue.AllocTensor<float>();
-        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+        if (padded) {
+            DataCopyPad(x, valuesGm[first * K],
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(K * sizeof(float)), 0, 0, 0},
+                        DataCopyPadExtParams<float>{false, 0, 0, 0});
+        } else if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
             DataCopy(x, valuesGm[first * K], r * K);
         } else {
             DataCopyPad(x, valuesGm[first * K], DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0},
@@ -485,16 +546,30 @@ private:
     {
         LocalTensor<float> x = xQueue.DeQue<float>();
         LocalTensor<float> y = yQueue.AllocTensor<float>();
-        for (int32_t row = 0; row < r; ++row) {         // the row's K lanes in its block-aligned repeat
-            int32_t base = row * K / 8, lane = row * K % 8;
+        if (padded) {                                   // a repeat per row, one row per block
+            WholeReduceSum(rowSum, x, K, r, 1, 1, Kp / 8);
+            Brcb(bcast, rowSum, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
+            Div(y, x, bcast, K, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
+            xQueue.FreeTensor(x);
+            yQueue.EnQue(y);
+            return;
+        }
+        // rows start at lane (row * K) % 8 of their block: the rows of one phase (row = ph mod p,
+        // p = 8 / gcd(K, 8)) share a bit mask and lie p * K / 8 whole blocks apart: one
+        // instruction per phase, a repeat per row
+        int32_t p = RowPhases(K);
+        for (int32_t ph = 0; ph < p && ph < r; ++ph) {
+            int32_t base = ph * K / 8, lane = ph * K % 8;
             uint64_t bits[2] = {((1ULL << K) - 1) << lane, 0};
-            WholeReduceSum(rowSum[row], x[8 * base], bits, 1, 1, 1, 8);
+            WholeReduceSum(rowSum[ph], x[8 * base], bits, CeilDiv(r - ph, p), p, 1, p * K / 8);
         }
         Brcb(bcast, rowSum, CeilDiv(r, 8), BrcbRepeatParams(1, 8));
-        for (int32_t row = 0; row < r; ++row) {
-            int32_t base = row * K / 8, lane = row * K % 8;
+        for (int32_t ph = 0; ph < p && ph < r; ++ph) {
+            int32_t base = ph * K / 8, lane = ph * K % 8;
             uint64_t bits[2] = {((1ULL << K) - 1) << lane, 0};
-            Div(y[8 * base], x[8 * base], bcast[8 * row], bits, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+            uint8_t stride = static_cast<uint8_t>(p * K / 8);
+            Div(y[8 * base], x[8 * base], bcast[8 * ph], bits, CeilDiv(r - ph, p),
+                BinaryRepeatParams(1, 1, 0, stride, stride, static_cast<uint8_t>(p)));
         }
         xQueue.FreeTensor(x);
         yQueue.EnQue(y);
@@ -503,7 +578,10 @@ private:
     __aicore__ inline void CopyOut(int32_t first, int32_t r)
     {
         LocalTensor<float> y = yQueue.DeQue<float>();
-        if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
+        if (padded) {                                   // exactly K floats of every row reach GM
+            DataCopyPad(weightsGm[first * K], y,
+                        DataCopyExtParams{static_cast<uint16_t>(r), static_cast<uint32_t>(K * sizeof(float)), 0, 0, 0});
+        } else if (r * K * sizeof(float) % BLOCK_BYTES == 0) {
             DataCopy(weightsGm[first * K], y, r * K);
         } else {
             DataCopyPad(weightsGm[first * K], y, DataCopyExtParams{1, static_cast<uint32_t>(r * K * sizeof(float)), 0, 0, 0});
@@ -518,7 +596,8 @@ private:
     LocalTensor<float> rowSum, bcast;
     GlobalTensor<float> valuesGm, weightsGm;
     RowTiling t;
-    int32_t K, R;
+    int32_t K, R, Kp;
+    bool padded;
 };
 
 // The three launches, in order. DTYPE_LOGITS: float or half (an operator project generates it).

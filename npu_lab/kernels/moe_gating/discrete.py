@@ -24,17 +24,25 @@ All three are legal Ascend C (the listing is ``discrete.cpp`` beside this file):
   store (exactly E per row reach GM).
 * **TopK**, 910B: the rows at a stride of Ea = ceil32(E), columns E..Ea−1 = −inf (DataCopyPad's
   right padding plus a one-time ``Duplicate`` of the slot, which the copy's UB gap never
-  overwrites); ``Sort32`` of every 32 columns against an expert iota, then ``MrgSort`` 4 lists
-  at a time per row until one list of Ea (score, index) pairs is left (a leftover single list is
-  moved with ``Copy``); ``GatherMask`` in counter mode with a user pattern (the even / odd lanes
-  of the first K pairs of every row) gives the compact [r, K] values / indices in one go.
+  overwrites); ``Sort32`` of every 32 columns against an expert iota (``CreateVecIndex`` once,
+  ``Copy`` to the other rows), then ``MrgSort`` 4 lists at a time until one list of Ea (score,
+  index) pairs is left — one instruction for all rows (a repeat per group of 4) when every list
+  of the round has one length and a row has 2 or 4k of them, else per row (a leftover single
+  list moved with ``Copy``); ``GatherMask`` with a user pattern (the even / odd lanes of the first
+  K pairs) gives the compact [r, K] values / indices in one go: normal mode, a repeat per row
+  reusing one 64-lane pattern (K ≤ 32, Ea/4 ≤ 255), else counter mode over all rows' patterns.
   **310P** (no Sort32 / MrgSort, Sort32.md / MrgSort.md): K rounds of argmax per row, like a
   generic small-K TopK — ``ReduceMax`` with calIndex, then the scalar unit reads the pair
   (``GetValue``), writes value and index into the outputs and −inf over the winner
   (``SetValue``), with the V_S / S_V / S_MTE3 / MTE3_S / S_MTE2 flags a scalar stage needs.
-* **Renormalise** — the compact [r, K] values in one copy; per row a ``WholeReduceSum`` whose
-  bit mask picks the row's K lanes inside the 32-byte-aligned repeat that holds them; ``Brcb``
-  the sums; per row a bit-masked ``Div`` with src1 block stride 0 (no padded layout, so no
+* **Renormalise** — on a chip with DataCopyPad and K % 8 ≠ 0, the rows one per 32-B block
+  (DataCopyPad, blockCount = r): one ``WholeReduceSum`` (mask K, a repeat per row), ``Brcb``, one
+  ``Div`` (src1 block stride 0), one DataCopyPad out. Otherwise (K % 8 = 0, or the 310P) the
+  compact [r, K] values in one copy; a ``WholeReduceSum`` whose bit mask
+  picks a row's K lanes inside the 32-byte-aligned repeat that holds them, one instruction per
+  *phase* (rows ≡ ph mod p, p = 8 / gcd(K, 8), start on the same lane of their block and lie
+  p·K/8 blocks apart: a repeat per row); ``Brcb`` the sums; per phase a bit-masked ``Div`` with
+  src1 block stride 0, repeat stride p (no padded layout, so no
   DataCopyPad when r·K·4 is whole blocks — it runs on the 310P too).
 
 Stores use DataCopy when the bytes are whole 32-byte blocks, else DataCopyPad (which the 310P
@@ -43,6 +51,7 @@ lacks: a CapabilityError there for such shapes).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +67,7 @@ from .tiling import UbBudgetError
 from .vectorized import ceil_div, load_rows, row_pairs_max, store_rows
 
 NEG_INF = float("-inf")
+MAX_REPEAT = 255          # repeatTimes is a uint8
 
 
 @dataclass(frozen=True)
@@ -224,26 +234,50 @@ def softmax_kernel(ctx, logits_gm, probs_gm, tiling_bytes):
 # ---- 2. TopK ------------------------------------------------------------------------------------
 def merge_rows(ctx, a, b, r: int, Ea: int):
     """MrgSort each row's Ea/32 sorted lists of 32 pairs into one, 4 lists at a time, ping-pong
-    between ``a`` and ``b``; returns the buffer holding the sorted rows."""
+    between ``a`` and ``b``; returns the buffer holding the sorted rows.
+
+    A round whose lists all have one length L, n of them per row with 4 | n or n = 2, is one
+    MrgSort with a repeat per group of 4 (MrgSort.md: repeatTimes > 1 takes 4 equal lists stored
+    one after another, all rows' groups being consecutive): 4 | n merges 4 lists of L; n = 2
+    merges each row's two lists as 4 of L/2 (the halves of a sorted list are sorted lists, and
+    earlier lists still win ties, so the result is the same). Other rounds go row by row."""
     lengths = [32] * (Ea // 32)
     src, dst = a, b
     while len(lengths) > 1:
-        groups = [lengths[g:g + 4] for g in range(0, len(lengths), 4)]
-        for i in range(r):
-            at = 2 * i * Ea                       # floats: row i's pairs
-            for group in groups:
-                if len(group) == 1:               # nothing to merge with: move it along
-                    ctx.copy(dst[at], src[at], 64, 2 * group[0] // 64, CopyRepeatParams(1, 1, 8, 8))
-                else:
-                    lists = [src[at + 2 * sum(group[:n])] for n in range(len(group))]
-                    lists += [None] * (4 - len(lists))
-                    ctx.mrg_sort(dst[at], MrgSortSrcList(*lists),
-                                 MrgSort4Info(tuple(group) + (0,) * (4 - len(group)), False,
-                                              {2: 3, 3: 7, 4: 15}[len(group)], 1))
-                at += 2 * sum(group)
+        n = len(lengths)
+        groups = [lengths[g:g + 4] for g in range(0, n, 4)]
+        if len(set(lengths)) == 1 and (n % 4 == 0 or n == 2):
+            each = lengths[0] if n % 4 == 0 else lengths[0] // 2       # pairs per merged list
+            repeats = r * n * lengths[0] // (4 * each)
+            for rep0 in range(0, repeats, MAX_REPEAT):
+                count = min(MAX_REPEAT, repeats - rep0)
+                at = 8 * each * rep0                                   # floats: 4 lists of `each` pairs
+                ctx.mrg_sort(dst[at], MrgSortSrcList(src[at], src[at + 2 * each], src[at + 4 * each],
+                                                     src[at + 6 * each]),
+                             MrgSort4Info((each,) * 4, False, 15, count))
+        else:
+            for i in range(r):
+                at = 2 * i * Ea                       # floats: row i's pairs
+                for group in groups:
+                    if len(group) == 1:               # nothing to merge with: move it along
+                        ctx.copy(dst[at], src[at], 64, 2 * group[0] // 64, CopyRepeatParams(1, 1, 8, 8))
+                    else:
+                        lists = [src[at + 2 * sum(group[:k])] for k in range(len(group))]
+                        lists += [None] * (4 - len(lists))
+                        ctx.mrg_sort(dst[at], MrgSortSrcList(*lists),
+                                     MrgSort4Info(tuple(group) + (0,) * (4 - len(group)), False,
+                                                  {2: 3, 3: 7, 4: 15}[len(group)], 1))
+                    at += 2 * sum(group)
         lengths = [sum(g) for g in groups]
         src, dst = dst, src
     return src
+
+
+def per_row_gather(E: int, K: int) -> bool:
+    """Can the TopK extract with normal-mode GatherMask, one 256-B repeat per row reusing one
+    2-word pattern (src1RepeatStride 0)? Needs a row's first K pairs inside its first 64 floats
+    (K <= 32) and the row stride 2·Ea floats = Ea/4 blocks within the uint8 src0RepeatStride."""
+    return 2 * K <= 64 and align_up(E, 32) // 4 <= 255
 
 
 def topk_by_sort(ctx, t, probs_gm, values_gm, indices_gm):
@@ -266,19 +300,33 @@ def topk_by_sort(ctx, t, probs_gm, values_gm, indices_gm):
     x = x_q.alloc_tensor(np.float32)
     ctx.duplicate(x, NEG_INF, R * Ea)
     x_q.free_tensor(x)
-    for i in range(R):                                          # expert index of every column
-        ctx.create_vec_index(iota[i * Ea], 0, Ea)
-    # GatherMask patterns over r rows of 2·Ea floats: even / odd lanes of the first 2K
-    words = ceil_div(2 * R * Ea, 32)
-    ctx.duplicate(value_pattern, 0, words)
-    ctx.duplicate(index_pattern, 0, words)
-    ctx.set_flag("V_S", 0)
-    ctx.wait_flag("V_S", 0)
-    for i in range(R):
-        for w in range(ceil_div(2 * K, 32)):
-            lanes = range(32 * w, min(32 * w + 32, 2 * K))
-            value_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 0))
-            index_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 1))
+    # the expert index of every column: row 0 by CreateVecIndex, the other rows copies of it
+    # (a repeat per row, dst repeat stride Ea/8 blocks, src repeat stride 0)
+    ctx.create_vec_index(iota, 0, Ea)
+    if R > 1 and Ea // 8 <= 255:
+        for off in range(0, Ea, 64):
+            ctx.copy(iota[Ea + off], iota[off], min(64, Ea - off), R - 1, CopyRepeatParams(1, 1, Ea // 8, 0))
+    else:                                                       # rows too far apart for a uint8 stride
+        for i in range(1, R):
+            ctx.create_vec_index(iota[i * Ea], 0, Ea)
+    if per_row_gather(E, K):
+        # one 64-lane pattern per kind, reused by every row: even / odd lanes of the first 2K
+        even = sum(1 << lane for lane in range(0, 2 * K, 2))
+        for w in range(2):
+            value_pattern.set_value(w, (even >> (32 * w)) & 0xFFFFFFFF)
+            index_pattern.set_value(w, ((even << 1) >> (32 * w)) & 0xFFFFFFFF)
+    else:
+        # counter mode over r rows of 2·Ea floats: even / odd lanes of the first 2K of every row
+        words = ceil_div(2 * R * Ea, 32)
+        ctx.duplicate(value_pattern, 0, words)
+        ctx.duplicate(index_pattern, 0, words)
+        ctx.set_flag("V_S", 0)
+        ctx.wait_flag("V_S", 0)
+        for i in range(R):
+            for w in range(ceil_div(2 * K, 32)):
+                lanes = range(32 * w, min(32 * w + 32, 2 * K))
+                value_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 0))
+                index_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 1))
     ctx.set_flag("S_V", 0)
     ctx.wait_flag("S_V", 0)
 
@@ -293,9 +341,13 @@ def topk_by_sort(ctx, t, probs_gm, values_gm, indices_gm):
         result = merge_rows(ctx, sorted_a, sorted_b, r, Ea)
         v = v_q.alloc_tensor(np.float32)
         i = i_q.alloc_tensor(np.int32)
-        ctx.gather_mask(v, result, value_pattern, True, 2 * r * Ea, GatherMaskParams(1, 1, 8, 8))
-        ctx.gather_mask(i.reinterpret_cast(np.uint32), result.reinterpret_cast(np.uint32), index_pattern, True,
-                        2 * r * Ea, GatherMaskParams(1, 1, 8, 8))
+        if per_row_gather(E, K):                 # normal mode: a repeat per row, one pattern
+            params, mode, mask = GatherMaskParams(1, r, 2 * Ea // 8, 0), False, 0
+        else:                                    # counter mode: the rows' patterns back to back
+            params, mode, mask = GatherMaskParams(1, 1, 8, 8), True, 2 * r * Ea
+        ctx.gather_mask(v, result, value_pattern, mode, mask, params)
+        ctx.gather_mask(i.reinterpret_cast(np.uint32), result.reinterpret_cast(np.uint32), index_pattern, mode,
+                        mask, params)
         v_q.enque(v)
         i_q.enque(i)
         v, i = v_q.deque(np.float32), i_q.deque(np.int32)
@@ -372,38 +424,59 @@ def topk_sort_kernel(ctx, probs_gm, values_gm, indices_gm, tiling_bytes):
 # ---- 3. Renormalise -----------------------------------------------------------------------------
 @npu_kernel(block_classes=row_block_classes)
 def renormalise_kernel(ctx, values_gm, weights_gm, tiling_bytes):
-    """weights = values / sum(values) per row of the compact [N, K]: per row a bit-masked
-    WholeReduceSum and a bit-masked Div inside the 32-byte-aligned repeat holding the row."""
+    """weights = values / sum(values) per row of [N, K]. With DataCopyPad (910B) and K % 8 != 0
+    the rows land one per 32-B block (ceil8(K) apart): one WholeReduceSum and one Div with a
+    repeat per row. Otherwise the compact rows: a bit-masked WholeReduceSum and a bit-masked Div
+    inside the 32-byte-aligned repeat holding each row, one instruction per phase of rows (at
+    most 8 / gcd(K, 8), one repeat per row of the phase; K % 8 == 0 is one phase)."""
     t = RowTiling.unpack(tiling_bytes)
     K, R = t.K, t.rows
     if K > RENORM_MAX_K:
         raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: "
                          f"K <= {RENORM_MAX_K}, got K={K}")
+    Kp = align_up(K, 8)
+    padded = K % 8 != 0 and check_supported(ctx.hw.isa, "DataCopyPad") is None
     x_q, y_q = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
-    ctx.pipe.init_buffer(x_q, 1, aligned_bytes(align_up(R * K, 64)), name="values")
-    ctx.pipe.init_buffer(y_q, 1, aligned_bytes(align_up(R * K, 64)), name="weights")
+    slot_bytes = aligned_bytes(max(align_up(R * K, 64), R * Kp))
+    ctx.pipe.init_buffer(x_q, 1, slot_bytes, name="values")
+    ctx.pipe.init_buffer(y_q, 1, slot_bytes, name="weights")
     row_sum = calc_buffer(ctx, aligned_bytes(align_up(R, 8)), "row_sum")
     bcast = calc_buffer(ctx, aligned_bytes(align_up(R, 8) * 8), "row_bcast")
+    p = 8 // math.gcd(K, 8)
     for _j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
-        load_rows(ctx, x, values_gm[first * K], 1, r * K, r * K)
+        if padded:                               # one row per block: DataCopyPad, blockCount = r
+            load_rows(ctx, x, values_gm[first * K], r, K, Kp)
+        else:
+            load_rows(ctx, x, values_gm[first * K], 1, r * K, r * K)
         x_q.enque(x)
         x = x_q.deque(np.float32)
         y = y_q.alloc_tensor(np.float32)
-        for row in range(r):                     # lanes row·K .. row·K+K-1 of the block-aligned repeat
-            base, lane = divmod(row * K, 8)
-            bits = [sum(1 << (lane + l) for l in range(K)), 0]
-            ctx.whole_reduce_sum(row_sum[row], x[8 * base], bits, 1, 1, 1, 8)
-        ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
-        for row in range(r):
-            base, lane = divmod(row * K, 8)
-            bits = [sum(1 << (lane + l) for l in range(K)), 0]
-            ctx.div(y[8 * base], x[8 * base], bcast[8 * row], bits, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0))
+        if padded:
+            ctx.whole_reduce_sum(row_sum, x, K, r, 1, 1, Kp // 8)
+            ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+            ctx.div(y, x, bcast, K, r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
+        else:
+            # rows start at lane (row·K) % 8 of their block: the rows of one phase (row ≡ ph mod p,
+            # p = 8 / gcd(K, 8)) share a bit mask, and p rows apart are p·K/8 whole blocks, so one
+            # instruction per phase covers them (a repeat per row)
+            for ph in range(min(p, r)):
+                base, lane = divmod(ph * K, 8)
+                ctx.whole_reduce_sum(row_sum[ph], x[8 * base], [((1 << K) - 1) << lane, 0], ceil_div(r - ph, p),
+                                     p, 1, p * K // 8)
+            ctx.brcb(bcast, row_sum, ceil_div(r, 8), BrcbRepeatParams(1, 8))
+            for ph in range(min(p, r)):
+                base, lane = divmod(ph * K, 8)
+                ctx.div(y[8 * base], x[8 * base], bcast[8 * ph], [((1 << K) - 1) << lane, 0], ceil_div(r - ph, p),
+                        BinaryRepeatParams(1, 1, 0, p * K // 8, p * K // 8, p))
         x_q.free_tensor(x)
         y_q.enque(y)
         y = y_q.deque(np.float32)
-        store_rows(ctx, weights_gm[first * K], y, 1, r * K, r * K)
+        if padded:
+            store_rows(ctx, weights_gm[first * K], y, r, K, Kp)
+        else:
+            store_rows(ctx, weights_gm[first * K], y, 1, r * K, r * K)
         y_q.free_tensor(y)
 
 
