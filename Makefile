@@ -43,7 +43,7 @@ test-unit: install
 # The student notebooks (outputs compared; unfinished exercises must not raise), then the
 # instructor notebooks (outputs not stored, so --nbval-lax: every cell runs, and every hidden test
 # asserts that its solution passes its check). Before instructor/ exists only the first runs.
-INSTRUCTOR_NBS = $(wildcard instructor/[0-9][0-9]_*.ipynb)
+INSTRUCTOR_NBS = $(wildcard instructor/[0-9][0-9]*_*.ipynb)
 
 test-notebooks: install
 	$(PY) -m pytest -q -p no:randomly --nbval --nbval-current-env \
@@ -59,7 +59,7 @@ notebooks: install  ## re-execute every notebook and strip widget state / metada
 # the student notebooks/ from them: nbgrader metadata from the in-cell markers, nbgrader's
 # generate_assignment in a temporary course folder, then executed by scripts/run_notebooks.py.
 release: install  ## student notebooks/ from instructor/ (nbgrader generate_assignment, executed)
-	$(PY) scripts/nbgrader_metadata.py --strip-outputs 'instructor/[0-9][0-9]_*.ipynb'
+	$(PY) scripts/nbgrader_metadata.py --strip-outputs 'instructor/[0-9][0-9]*_*.ipynb'
 	$(PY) scripts/release.py
 
 # make grade SUBMISSIONS=dir [GRADES=out]: dir/<student>/<NN_name>.ipynb -> scores CSV + feedback

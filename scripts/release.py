@@ -30,7 +30,7 @@ from npu_lab.course.release import ReleaseError, generate_student_notebooks  # n
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Generate and execute the student notebooks with nbgrader.")
-    parser.add_argument("notebooks", nargs="*", default=[str(REPO / "instructor" / "[0-9][0-9]_*.ipynb")],
+    parser.add_argument("notebooks", nargs="*", default=[str(REPO / "instructor" / "[0-9][0-9]*_*.ipynb")],
                         help="instructor notebooks or globs (default: instructor/NN_*.ipynb)")
     parser.add_argument("--out", type=Path, default=REPO / "notebooks", help="default: notebooks/")
     parser.add_argument("--no-execute", action="store_true", help="write the notebooks without running them")

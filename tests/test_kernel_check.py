@@ -85,6 +85,15 @@ def test_one_buffer_is_correct_but_misses_the_target():
     assert r.latency_us > r.target_us and "MTE2" in r
 
 
+def test_the_course_v2_itself_does_not_meet_the_faster_target():
+    """07.faster asks for more than v2: v2's own kernel is right but misses the target (v2c's)."""
+    from npu_lab.kernels.moe_gating.fused import moe_gating_v2_kernel
+
+    result = check_kernel(moe_gating_v2_kernel, "07.faster")
+    assert result.correct is False and result.fast is False and "Nearly" in result
+    assert result.latency_us > result.target_us
+
+
 def test_missing_sync_gives_a_race_hint_on_the_learners_line():
     r = check_kernel(_cell_fn(kernel_skeleton("05.sync"), "05.sync", "nosync"), "05.sync")
     assert r.correct is False and type(r.error).__name__ == "RaceError"

@@ -102,6 +102,15 @@ def test_kernel_id_comes_from_the_check_call_or_the_title():
     assert ex.id == "05.prefetch"
 
 
+def test_appendix_notebooks_and_their_exercise_ids(tmp_path):
+    """An appendix notebook (07b_...) is a course notebook, and its exercises are 07b.M."""
+    [ex] = find_exercises(notebook(SOLUTION.replace("03.1", "07b.1"), CHECK))
+    assert (ex.id, ex.grade_id, ex.solution_id) == ("07b.1", "ex07b_1", "ex07b_1_solution")
+    for name in ("07_tuning.ipynb", "07b_appendix.ipynb", "notes.ipynb", "7_x.ipynb", "07bb_x.ipynb"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in notebook_paths(tmp_path)] == ["07_tuning.ipynb", "07b_appendix.ipynb"]
+
+
 @pytest.mark.parametrize("cells, message", [
     ([SOLUTION.replace("### END SOLUTION", ""), CHECK], "never closed"),
     ([SOLUTION], "notebook ends"),
@@ -305,6 +314,8 @@ def test_make_instructor_converts_a_copy_once(tmp_path, capsys):
     assert make_instructor.main(args) == 0
     written = notebook_paths(target)
     assert [p.name for p in written] == [p.name for p in notebook_paths(source)]
+    # every notebook of the course folder is converted (appendices such as 07b included)
+    assert {p.name for p in written} == {p.name for p in source.glob("*.ipynb")}
     for path in written:
         nb = json.loads(path.read_text())
         assert all(not c.get("outputs") for c in nb["cells"]), f"{path.name} keeps outputs"

@@ -272,20 +272,28 @@ _TOL_US = 1e-6        # far below one cycle (0.56 ns at 1.8 GHz): times this clo
 def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
     """The idle gaps (bubbles) of each pipe of one core, and what each one waited for.
 
-    A gap runs from the end of a pipe's instruction to the start of its next one on ``core``
-    (all launches of ``timeline``). The simulator starts an instruction at the latest of: its pipe
-    is free, the scalar unit issued it, the flags it waits on are set (DESIGN.md §4.1). So the
-    time a gap *ends* tells what it waited for:
+    A gap runs from the end of a pipe's instruction (its occupancy) to the start of its next one
+    on ``core`` (all launches of ``timeline``). The simulator starts an instruction at the latest
+    of: its pipe is free, the scalar unit issued it, the flags it waits on passed, its inputs are
+    complete (docs/cost_model.md §0–§4). An instruction's result is complete at its *ready* time
+    (``Timeline.events()``' ``ready_us``: end + the DMA latency for a copy, + the pipeline depth
+    for a vector instruction), and a flag, queue or barrier passes ``sync_flag_cycles`` (a barrier:
+    ``pipe_barrier_cycles``) after the result it waits for is complete. So the time a gap *ends*
+    tells what it waited for:
 
-    * it ends exactly when an instruction of another pipe X ends: a flag, queue or barrier wait
-      on X — ``cause`` "waits for X (flag)" (``X+Y`` when two pipes' instructions end then);
-    * it ends a few issue slots (``hw.scalar_issue_cycles`` each) after the last instruction of
-      another pipe X ended: the scalar unit got to issue it only then — it had waited for X itself
-      (a ``WaitFlag`` on S, a ``PipeBarrier``) or, X = S, it was busy with its own scalar work —
-      ``cause`` "issued after X";
-    * nothing ended during the gap and the next instruction belongs to another block: the core
-      moved on to its next block ("next block"); on S, "issuing to other pipes" (each instruction
-      handed to another pipe costs the scalar unit an issue slot); anything else is "other".
+    * it ends exactly one flag (or one barrier) after an instruction of another pipe X became
+      ready: a flag, queue or barrier wait on X — ``cause`` "waits for X (flag)" (``X+Y`` when
+      two pipes' results are complete then);
+    * it ends exactly when an earlier instruction of its own pipe became ready: the vector pipe's
+      automatic read-after-write wait for a result still in its pipeline, or a DMA engine whose
+      requests in flight are all taken — ``cause`` "waits for X (latency)", X the pipe itself;
+    * it ends later than that after the last result of another pipe X became ready: the scalar
+      unit got to issue it only then — it had waited for X itself (a ``WaitFlag`` on S, a
+      ``PipeBarrier``) or, X = S, it was busy with its own scalar work — ``cause`` "issued after X";
+    * no result became ready during the gap and the next instruction belongs to another block: the
+      core moved on to its next block ("next block"); on S, "issuing to other pipes" (each
+      instruction handed to another pipe costs the scalar unit an issue slot); anything else is
+      "other".
 
     Returns a DataFrame: pipe, start_us, end_us, idle_us, waits_on (X or ""), cause, next (the
     instruction after the gap), source and code (its kernel line). Gaps shorter than ``min_us``
@@ -309,18 +317,30 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
     columns = ["pipe", "start_us", "end_us", "idle_us", "waits_on", "cause", "next", "source", "code"]
     if ev.empty:
         return pd.DataFrame(columns=columns)
-    end_pipe = ev["pipe"].to_numpy()
-    end_us = ev["end_us"].to_numpy()
+    ev_pipe = ev["pipe"].to_numpy()
+    ready_us = ev["ready_us"].to_numpy()
+    hw = timeline.launches[0].hw
+    sync_lags = sorted({hw.cycles_to_us(hw.sync_flag_cycles), hw.cycles_to_us(hw.pipe_barrier_cycles)})
 
-    def last_end(after: float, until: float, pipe: str):
-        """The pipes (not ``pipe``; ``"MTE2+MTE3"`` on a tie) whose instruction ended last in
-        (after, until], and when."""
-        mask = (end_us > after + _TOL_US) & (end_us <= until + _TOL_US) & (end_pipe != pipe)
-        if not mask.any():
-            return None, None
-        when = float(end_us[mask].max())
-        tied = set(end_pipe[mask & (end_us >= when - _TOL_US)])
-        return "+".join(p for p in ALL_PIPES if p in tied), when
+    def tied(mask, when):
+        pipes = set(ev_pipe[mask & (np.abs(ready_us - when) < _TOL_US)])
+        return "+".join(p for p in ALL_PIPES if p in pipes)
+
+    def cause_of(after: float, until: float, pipe: str):
+        """(waits_on, cause) of a gap of ``pipe`` from ``after`` to ``until``, or (None, None)."""
+        other = ev_pipe != pipe
+        for lag in sync_lags:                    # a flag / barrier on another pipe's result
+            hit = other & (np.abs(ready_us + lag - until) < _TOL_US) & (ready_us > after - _TOL_US)
+            if hit.any():
+                x = tied(hit, float(ready_us[hit].max()))
+                return x, f"waits for {x} (flag)"
+        if ((~other) & (np.abs(ready_us - until) < _TOL_US)).any():   # its own earlier result
+            return pipe, f"waits for {pipe} (latency)"
+        mask = other & (ready_us > after + _TOL_US) & (ready_us <= until + _TOL_US)
+        if mask.any():                           # the scalar unit issued it after X's result
+            x = tied(mask, float(ready_us[mask].max()))
+            return x, f"issued after {x}"
+        return None, None
 
     rows = []
     for pipe, group in ev.groupby("pipe", sort=False):
@@ -328,14 +348,10 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
         prev_end, prev_block = None, None
         for r in g.itertuples(index=False):
             if prev_end is not None and r.start_us - prev_end > max(min_us, _TOL_US):
-                other, when = last_end(prev_end, r.start_us, pipe)
-                if other is not None and abs(when - r.start_us) < _TOL_US:
-                    waits, cause = other, f"waits for {other} (flag)"
-                elif other is not None:
-                    waits, cause = other, f"issued after {other}"
-                elif r.block != prev_block:
+                waits, cause = cause_of(prev_end, r.start_us, pipe)
+                if cause is None and r.block != prev_block:
                     waits, cause = "", "next block"
-                else:   # S spends issue slots on the instructions it hands to other pipes
+                elif cause is None:   # S spends issue slots on the instructions it hands to other pipes
                     waits, cause = "", "issuing to other pipes" if pipe == "S" else "other"
                 rows.append({"pipe": pipe, "start_us": prev_end, "end_us": r.start_us,
                              "idle_us": r.start_us - prev_end, "waits_on": waits, "cause": cause,

@@ -292,8 +292,9 @@ def leaderboard(latency_us: float, hw="ascend-910b2") -> str:
 
 register_exercise(KernelExercise(
     id="07.faster", notebook="ex07", title="Make it faster (open)",
-    teaches="putting the course together: start from v2 and beat it — coalesced DMA (v2c), a larger tile, "
-            "the vector top-K (v3) — with the leaderboard as the judge",
+    teaches="putting the course together: start from v2 and beat it — coalesced DMA reaches the course's v2c; "
+            "the scalar heap then sets the pace, and only the vector top-K (v3) goes far below — with the "
+            "leaderboard as the judge",
     solution=moe_faster_solution, cell_name="my_fast_moe",
     imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
             "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, TBuf, TPosition, TQue\n"
@@ -301,6 +302,13 @@ register_exercise(KernelExercise(
             "from npu_lab.kernels.moe_gating.fused import block_tiles, iteration_key, row_stride, scalar_topk_softmax",
     place_after="## What to try (as its first item)",
     cases=lambda rng: moe_cases(rng), launch=moe_launcher("v2"), reference=moe_reference,
-    locate=moe_locator("v2"), target=moe_target("v2", FASTER_TIMED, factor=0.9, label="10 % faster than the course's v2"),
+    # The target is the course's v2c at v2's tiling: what coalescing the copies (the skeleton's two
+    # regions) reaches. Under the cost model with requests in flight (docs/cost_model.md §1) the
+    # per-point copies' latencies overlap, so at this compute-bound shape v2c is only a little faster
+    # than v2 (the old "10 % faster than v2" needed the DMA latency serialised per copy); going far
+    # below it takes the vector top-K (v3 on the leaderboard).
+    locate=moe_locator("v2"), target=moe_target("v2c", FASTER_TIMED,
+                                                 label="as fast as the course's v2c: one copy per tile in and out"),
     target_case=FASTER_TIMED, speed=True, extra=leaderboard,
-    slow_hint="look at MTE2 and MTE3 in the timeline: a DMA per point pays the request latency every time"))
+    slow_hint="look at MTE2 and MTE3 in the timeline: a DMA per point pays its issue cost at a small burst's "
+              "efficiency every time; one copy per tile in and one per output out removes that"))

@@ -35,8 +35,8 @@ CHIP = "ascend-910b2"
 TILE_ELEMENTS = 512
 RACE_TILES = (1, 4)
 #: 08.2: (B, S, E, tileB, tileS) the check runs: tileB = 1 (where the bug hides), tileB > 1, tails
-#: along B and S, and E of one and three 32-byte blocks per point
-ADDRESS_CASES = ((2, 8, 16, 1, 4), (4, 12, 16, 2, 4), (3, 10, 8, 2, 4), (5, 7, 24, 3, 2))
+#: along B and S, and E of one to four 32-byte blocks per point
+ADDRESS_CASES = ((2, 8, 24, 1, 4), (4, 12, 32, 2, 4), (3, 10, 8, 2, 4), (5, 7, 24, 3, 2))
 #: 08.3 / 08.4: the article's shape (B, S, E, K) and tileS, run as v2_bad_sync
 SLOW_SHAPE = (1, 1024, 64, 2)
 SLOW_TILE_S = 8
@@ -93,8 +93,10 @@ def check_race_fix(kernel) -> CheckResult:
             return wrong(f"scale_tiles runs on {tiles} tile(s) but y != 2·x, by tile of "
                          f"{TILE_ELEMENTS} elements: {cmp}")
         latency[tiles] = timeline.total_us
-    times = ", ".join(f"{t} tile(s) {us:.2f} \u00b5s" for t, us in latency.items())
-    return right(f"no race, y = 2·x ({times}). Every pipe now waits for the one before it: MTE2 "
+    (few, t_few), (many, t_many) = sorted(latency.items())
+    per_tile_ns = 1000 * (t_many - t_few) / (many - few)
+    return right(f"no race, y = 2·x on {few} and {many} tiles; each extra tile adds {per_tile_ns:.0f} ns. "
+                 "Every pipe now waits for the one before it: MTE2 "
                  "for V to finish reading x (V_MTE2), V for MTE3 to finish reading y (MTE3_V). Correct, "
                  "but the pipes take turns — part 3 shows what that costs, and a second buffer "
                  "(two event ids, or a TQue of depth 2) is the cure. A PipeBarrier(PIPE_ALL) would also "
@@ -167,9 +169,10 @@ def check_idle_pipe(answer) -> CheckResult:
     # no µs here: 08.4 asks for them next
     order = " > ".join(sorted(idle, key=lambda p: -idle[p]))
     if given == truth:
-        return right(f"idle time between first and last instruction on core 0: {order}. After each tile "
-                     "the barrier makes the next load wait for the whole tile — its compute and its "
-                     "store — and the load is the shortest stage, so its pipe waits longest.")
+        return right(f"idle time between first and last instruction on core 0: {order}. With the barrier "
+                     "each tile takes the same round — load, its data landing, compute, store, its data "
+                     "landing — and each pipe idles for the round minus its own stage: the load is the "
+                     "shortest stage, so its pipe waits longest.")
     return wrong(f"{given} is not the one. Hint: with the barrier each tile runs load, compute, store "
                  "in turn; while one stage runs, the other two pipes wait. Which stage is shortest?")
 
@@ -187,12 +190,14 @@ def check_idle_us(answer) -> CheckResult:
     truth = idle[pipe]
     if abs(value - truth) <= 1.0:
         return right(f"{pipe} sits idle {truth:.2f} \u00b5s: core 0 runs 3 tiles, so there are 2 gaps "
-                     "between its loads, and each lasts one tile's compute plus its store (and a few "
-                     "issue slots).")
+                     "between its loads. Each lasts one tile's compute and store plus two DMA latencies "
+                     "(the heap waits for the load's data to land, the barrier for the store's), and a "
+                     "few flags and issue slots.")
     if math.isclose(value, truth * 1000, rel_tol=0.05):
         return wrong(f"{value:g} looks like nanoseconds; the answer is wanted in \u00b5s.")
     return wrong(f"The model does not say {value:g} \u00b5s. Hint: how many tiles does block 0 loop over "
-                 "(128 tiles on 48 blocks)? How many gaps lie between their loads, and what runs in each?")
+                 "(128 tiles on 48 blocks)? How many gaps lie between their loads, what runs in each, and which "
+                 "data must land (the DMA latency) before the next load may start?")
 
 
 def expected_answers() -> dict:

@@ -34,11 +34,14 @@ KERNEL_POINTS = 3
 #: nbgrader metadata schema the cells are written in (nbgrader 0.9).
 SCHEMA_VERSION = 3
 
-EXERCISE_ID = r"\d\d\.[A-Za-z0-9_-]+"
+#: ``NN.M`` / ``NN.name``; an appendix notebook ``NNx_*`` numbers its exercises ``NNx.M`` (07b.1)
+EXERCISE_ID = r"\d\d[a-z]?\.[A-Za-z0-9_-]+"
 _TITLE = re.compile(rf"^#\s*Exercise\s+({EXERCISE_ID})\s*:")
 _CHECK_KERNEL = re.compile(rf"""check_kernel\(\s*[^,()]+,\s*["']({EXERCISE_ID})["']""")
 #: grade ids this module writes (and so may remove again when their markers are gone)
-_OUR_GRADE_ID = re.compile(r"^ex\d\d_")
+_OUR_GRADE_ID = re.compile(r"^ex\d\d[a-z]?_")
+#: course notebook file names: ``NN_name.ipynb`` and appendices ``NNx_name.ipynb`` (07b_...)
+NOTEBOOK_NAME = re.compile(r"^\d\d[a-z]?_.+\.ipynb$")
 
 
 class MarkerError(ValueError):
@@ -69,7 +72,8 @@ class Exercise:
 def grade_id_for(exercise_id: str) -> str:
     """The nbgrader grade id of exercise ``NN.name`` (``"05.prefetch"`` -> ``"ex05_prefetch"``)."""
     if not isinstance(exercise_id, str) or not re.fullmatch(EXERCISE_ID, exercise_id):
-        raise ValueError(f"an exercise id is 'NN.M' or 'NN.name' (two digits, a dot, letters/digits/_/-), "
+        raise ValueError(f"an exercise id is 'NN.M' or 'NN.name' (two digits, an optional appendix letter as "
+                         f"in '07b.1', a dot, letters/digits/_/-), "
                          f"got {exercise_id!r}")
     number, name = exercise_id.split(".", 1)
     return f"ex{number}_{name}"
@@ -210,5 +214,5 @@ def strip_outputs(nb) -> None:
 
 
 def notebook_paths(folder: Path) -> list[Path]:
-    """The course notebooks ``NN_*.ipynb`` of ``folder``, sorted."""
-    return sorted(p for p in Path(folder).glob("[0-9][0-9]_*.ipynb") if p.is_file())
+    """The course notebooks ``NN_*.ipynb`` and appendices ``NNx_*.ipynb`` of ``folder``, sorted."""
+    return sorted(p for p in Path(folder).glob("[0-9][0-9]*.ipynb") if p.is_file() and NOTEBOOK_NAME.match(p.name))

@@ -3,30 +3,54 @@
 A tiny pure model, worked out before any simulator: a kernel loops over ``n_tiles`` tiles, and each
 tile goes through three stages, each on its own pipe —
 
-* **load**    (MTE2, GM → UB) for ``load_us``;
-* **compute** (the scalar unit S in v1/v2, the vector unit V in v3) for ``compute_us``;
-* **store**   (MTE3, UB → GM) for ``store_us``.
+* **load**    (MTE2, GM → UB): the pipe is busy ``load_us``;
+* **compute** (the scalar unit S in v1/v2, the vector unit V in v3): busy ``compute_us``;
+* **store**   (MTE3, UB → GM): busy ``store_us``.
+
+Two more numbers, both 0 unless given, are the costs of handing a tile from one pipe to the next
+(docs/cost_model.md §0, §1, §4):
+
+* ``latency_us`` — a copy's data is *complete* ``latency_us`` after its box ends (the DMA latency:
+  the pipe may start the next copy meanwhile, so latencies overlap; only a stage that *waits for
+  the data* sees it);
+* ``sync_us`` — each hand-off through a flag (or a barrier) passes ``sync_us`` after what it waits for.
+
+Each box therefore has a *ready* time besides its start and end, like the simulator's timeline:
+end + ``latency_us`` for a load or a store, its end for the compute (S has no latency).
 
 The rules are the simulator's queue rules (DESIGN.md §4.1), nothing more:
 
 1. a pipe does one thing at a time, in program order (tile i before tile i+1);
-2. a tile's compute waits for its load, its store waits for its compute;
+2. a tile's compute waits for its load's data (ready + sync); its store waits for its compute
+   (end + sync);
 3. the input queue has ``buffers`` slots: the load of tile i needs the slot that tile i − buffers
-   used, which is freed when that tile's *compute* ends; the output queue likewise: the compute of
-   tile i needs the output slot of tile i − buffers, freed when that tile's *store* ends;
+   used, which is freed when that tile's *compute* ends (+ sync); the output queue likewise: the
+   compute of tile i needs the output slot of tile i − buffers, freed when that tile's *store* is
+   complete (ready + sync);
 4. ``barrier=True`` is the article's sync pitfall: the load of tile i + 1 waits until the store of
-   tile i has finished (a ``pipe_barrier`` in the wrong place).
+   tile i is complete (ready + sync: a ``pipe_barrier`` in the wrong place);
+5. the loop ends when the last store is complete (its ready time).
 
-From these, the steady-state time per tile (the *period*) is
+From these, the steady-state time per tile (the *period*) is the slowest of the pipes and of the
+round trips a slot makes. With ``latency_us = sync_us = 0``:
 
 * 1 buffer:              compute + max(load, store)    (load i+1 overlaps only store i);
 * 2 or more buffers:     max(load, compute, store)     (the slowest stage sets the pace);
 * with the barrier:      load + compute + store        (whatever the buffer count).
 
-:func:`pipeline_schedule` returns every box's start and end; :func:`pipeline_figure` draws the
-boxes (one row per schedule × stage) and :func:`update_pipeline_figure` redraws a FigureWidget in
-place. :func:`stage_durations` reads the three durations of one tile off a real kernel timeline, so
-the hand model can be checked against the simulator.
+With them, a slot's round trip gains its hand-offs: the input slot goes load → (latency + sync) →
+compute → (sync) → the load ``buffers`` tiles later, the output slot compute → (sync) → store →
+(latency + sync) → the compute ``buffers`` tiles later, and each round trip is shared by
+``buffers`` tiles. So the period is ``max(load, compute, store, (load + compute + latency + 2·sync) /
+buffers, (compute + store + latency + 2·sync) / buffers)``, and with the barrier
+``load + compute + store + 2·latency + 3·sync``. Two buffers hide the latency as long as a round
+trip is shorter than two of the slowest stage; one buffer and the barrier pay it every tile.
+
+:func:`pipeline_schedule` returns every box's start, end and ready time; :func:`pipeline_figure`
+draws the boxes (one row per schedule × stage) and :func:`update_pipeline_figure` redraws a
+FigureWidget in place. :func:`stage_durations` reads the three durations of one tile off a real
+kernel timeline and :func:`handoff_costs` the two hand-off costs off its hardware, so the hand
+model can be checked against the simulator.
 """
 
 from __future__ import annotations
@@ -37,11 +61,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..hardware import HardwareSpec
+from ..presets import get_preset
 from ..sim.timeline import Timeline
 from .viz import PIPE_COLOURS
 
 __all__ = ["STAGES", "STAGE_PIPES", "pipeline_schedule", "pipeline_latency", "steady_state_period",
-           "period_formula", "stage_durations", "pipeline_figure", "update_pipeline_figure"]
+           "period_formula", "handoff_costs", "stage_durations", "pipeline_figure", "update_pipeline_figure"]
 
 STAGES = ("load", "compute", "store")
 #: The pipe each stage runs on (compute: S in the scalar versions, V in the vectorized one).
@@ -64,67 +90,111 @@ def _check_count(name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
+def _check_handoff(latency_us, sync_us) -> tuple[float, float]:
+    return _check_duration("latency_us", latency_us), _check_duration("sync_us", sync_us)
+
+
 def pipeline_schedule(n_tiles: int, load_us: float, compute_us: float, store_us: float, *,
-                      buffers: int = 2, barrier: bool = False) -> pd.DataFrame:
-    """Start and end of every load / compute / store box of a ``n_tiles``-tile loop.
+                      buffers: int = 2, barrier: bool = False, latency_us: float = 0.0,
+                      sync_us: float = 0.0) -> pd.DataFrame:
+    """Start, end and ready time of every load / compute / store box of a ``n_tiles``-tile loop.
 
     ``buffers``: slots per queue (1 = single, 2 = double buffering). ``barrier``: the next load
-    waits for this store (the pitfall). Returns a DataFrame with columns ``tile``, ``stage``
-    (``load`` / ``compute`` / ``store``), ``start_us``, ``end_us``, ordered by tile then stage.
-    The rules are in the module docstring; times start at 0."""
+    waits for this store (the pitfall). ``latency_us``: a copy's data is complete that long after
+    its box ends (the DMA latency); ``sync_us``: the cost of each flag hand-off (both µs, default 0:
+    the model without hand-off costs). Returns a DataFrame with columns ``tile``, ``stage``
+    (``load`` / ``compute`` / ``store``), ``start_us``, ``end_us`` (the pipe is free again) and
+    ``ready_us`` (the result is complete), ordered by tile then stage. The rules are in the module
+    docstring; times start at 0."""
     n = _check_count("n_tiles", n_tiles)
     b = _check_count("buffers", buffers)
     durations = {s: _check_duration(f"{s}_us", v) for s, v in zip(STAGES, (load_us, compute_us, store_us))}
     if not isinstance(barrier, (bool, np.bool_)):
         raise ValueError(f"barrier must be True or False, got {barrier!r}")
-    end = {s: np.zeros(n) for s in STAGES}
-    start = {s: np.zeros(n) for s in STAGES}
+    lat, sync = _check_handoff(latency_us, sync_us)
+    latency = {"load": lat, "compute": 0.0, "store": lat}          # S has no latency; a copy does
+    start, end, ready = ({s: np.zeros(n) for s in STAGES} for _ in range(3))
+
+    def box(stage, i, earliest):
+        start[stage][i] = max(earliest)
+        end[stage][i] = start[stage][i] + durations[stage]
+        ready[stage][i] = end[stage][i] + latency[stage]
+
     for i in range(n):
-        ready = [end["load"][i - 1] if i else 0.0]                      # MTE2 in order
+        earliest = [end["load"][i - 1] if i else 0.0]                        # MTE2 in order
         if i >= b:
-            ready.append(end["compute"][i - b])                         # input slot freed by compute
+            earliest.append(end["compute"][i - b] + sync)                   # input slot freed by compute
         if barrier and i:
-            ready.append(end["store"][i - 1])                           # the misplaced barrier
-        start["load"][i] = max(ready)
-        end["load"][i] = start["load"][i] + durations["load"]
-        ready = [end["load"][i], end["compute"][i - 1] if i else 0.0]   # its data, S/V in order
+            earliest.append(ready["store"][i - 1] + sync)                   # the misplaced barrier
+        box("load", i, earliest)
+        earliest = [ready["load"][i] + sync, end["compute"][i - 1] if i else 0.0]   # its data; S/V in order
         if i >= b:
-            ready.append(end["store"][i - b])                           # output slot freed by store
-        start["compute"][i] = max(ready)
-        end["compute"][i] = start["compute"][i] + durations["compute"]
-        start["store"][i] = max(end["compute"][i], end["store"][i - 1] if i else 0.0)
-        end["store"][i] = start["store"][i] + durations["store"]
-    rows = [(i, s, start[s][i], end[s][i]) for i in range(n) for s in STAGES]
-    return pd.DataFrame(rows, columns=["tile", "stage", "start_us", "end_us"])
+            earliest.append(ready["store"][i - b] + sync)                   # output slot freed by store
+        box("compute", i, earliest)
+        box("store", i, [end["compute"][i] + sync, end["store"][i - 1] if i else 0.0])
+    rows = [(i, s, start[s][i], end[s][i], ready[s][i]) for i in range(n) for s in STAGES]
+    return pd.DataFrame(rows, columns=["tile", "stage", "start_us", "end_us", "ready_us"])
 
 
 def pipeline_latency(n_tiles: int, load_us: float, compute_us: float, store_us: float, *,
-                     buffers: int = 2, barrier: bool = False) -> float:
-    """When the last store of :func:`pipeline_schedule` ends (µs)."""
-    sched = pipeline_schedule(n_tiles, load_us, compute_us, store_us, buffers=buffers, barrier=barrier)
-    return float(sched["end_us"].max())
+                     buffers: int = 2, barrier: bool = False, latency_us: float = 0.0,
+                     sync_us: float = 0.0) -> float:
+    """When the last store of :func:`pipeline_schedule` is complete (its ready time, µs)."""
+    sched = pipeline_schedule(n_tiles, load_us, compute_us, store_us, buffers=buffers, barrier=barrier,
+                              latency_us=latency_us, sync_us=sync_us)
+    return float(sched["ready_us"].max())
 
 
 def steady_state_period(load_us: float, compute_us: float, store_us: float, *, buffers: int = 2,
-                        barrier: bool = False) -> float:
-    """Time each extra tile adds once the loop is running (µs), measured on the schedule: the gap
-    between the last two tiles' stores of a long loop. Equals :func:`period_formula`."""
-    n = 4 * _check_count("buffers", buffers) + 8
-    sched = pipeline_schedule(n, load_us, compute_us, store_us, buffers=buffers, barrier=barrier)
+                        barrier: bool = False, latency_us: float = 0.0, sync_us: float = 0.0) -> float:
+    """Time each extra tile adds once the loop is running (µs), measured on the schedule of a long
+    loop: the time between the last store and the store ``buffers`` tiles before it, divided by
+    ``buffers`` (with several slots, odd and even tiles may settle into alternating gaps; their
+    average is the period). Equals :func:`period_formula`."""
+    b = _check_count("buffers", buffers)
+    n = 16 * b + 32
+    sched = pipeline_schedule(n, load_us, compute_us, store_us, buffers=b, barrier=barrier,
+                              latency_us=latency_us, sync_us=sync_us)
     store_end = sched.loc[sched["stage"] == "store", "end_us"].to_numpy()
-    return float(store_end[-1] - store_end[-2])
+    return float(store_end[-1] - store_end[-1 - b]) / b
 
 
 def period_formula(load_us: float, compute_us: float, store_us: float, *, buffers: int = 2,
-                   barrier: bool = False) -> tuple[float, str]:
-    """The closed form of the steady-state period and the formula as text."""
+                   barrier: bool = False, latency_us: float = 0.0, sync_us: float = 0.0) -> tuple[float, str]:
+    """The closed form of the steady-state period (µs) and the formula as text: the slowest pipe or
+    slot round trip (module docstring). Without hand-off costs the text is the short form."""
     l, c, s = (_check_duration(f"{n}_us", v) for n, v in zip(STAGES, (load_us, compute_us, store_us)))
     b = _check_count("buffers", buffers)
+    lat, sync = _check_handoff(latency_us, sync_us)
+    plain = lat == 0 and sync == 0
     if barrier:
-        return l + c + s, "load + compute + store (the barrier serialises every tile)"
+        return (l + c + s + 2 * lat + 3 * sync,
+                "load + compute + store" + ("" if plain else " + 2·latency + 3·sync")
+                + " (the barrier serialises every tile)")
+    trips = (l + c + lat + 2 * sync, c + s + lat + 2 * sync)      # input slot, output slot
+    value = max(l, c, s, *(t / b for t in trips))
+    if plain:
+        return value, "compute + max(load, store)" if b == 1 else "max(load, compute, store)"
     if b == 1:
-        return c + max(l, s), "compute + max(load, store)"
-    return max(l, c, s), "max(load, compute, store)"
+        return value, "compute + max(load, store) + latency + 2·sync"
+    return value, (f"max(load, compute, store, (load + compute + latency + 2·sync) / {b}, "
+                   f"(compute + store + latency + 2·sync) / {b})")
+
+
+def handoff_costs(hw) -> dict[str, float]:
+    """The hand-off costs of :func:`pipeline_schedule` for a chip: ``{"latency_us": the DMA latency,
+    "sync_us": one flag}`` in µs, from ``hw`` (a preset name, a ``HardwareSpec`` or a ``Timeline``,
+    whose first launch's hardware is used). Pass them on as ``**handoff_costs(hw)``. A barrier is
+    charged one flag too (the presets price ``pipe_barrier_cycles`` like ``sync_flag_cycles``)."""
+    if isinstance(hw, Timeline):
+        if not hw.launches:
+            raise ValueError("handoff_costs needs a Timeline with at least one launch")
+        hw = hw.launches[0].hw
+    if isinstance(hw, str):
+        hw = get_preset(hw)
+    if not isinstance(hw, HardwareSpec):
+        raise TypeError(f"handoff_costs needs a preset name, a HardwareSpec or a Timeline, got {type(hw).__name__}")
+    return {"latency_us": hw.cycles_to_us(hw.dma_latency_cycles), "sync_us": hw.cycles_to_us(hw.sync_flag_cycles)}
 
 
 def stage_durations(timeline: Timeline, block: int = 0, tiles: int = 1) -> dict[str, float]:
@@ -174,7 +244,8 @@ def _figure_data(schedules: dict[str, pd.DataFrame]):
             texts.extend(str(int(t)) for t in part["tile"])
         data[stage] = dict(x=xs, base=bases, y=ys, text=texts)
     rows = [_row(label, s) for label in schedules for s in STAGES]
-    ends = {label: float(df["end_us"].max()) for label, df in schedules.items()}
+    # a loop ends when its last result is complete (ready), not when the last pipe is free
+    ends = {label: float(df["ready_us" if "ready_us" in df else "end_us"].max()) for label, df in schedules.items()}
     return data, rows, ends
 
 
@@ -199,7 +270,7 @@ def pipeline_figure(schedules, *, widget: bool = False, title: str | None = None
     "2 buffers": ...}``) drawn one under the other. One row per label × stage, one box per tile
     labelled with its tile number, coloured by stage like the pipes of :func:`npu_lab.course.viz.
     timeline_figure` (load = MTE2 blue, compute = orange, store = MTE3 green); a marker shows
-    where each schedule ends. ``widget=True`` gives a ``go.FigureWidget`` with its full layout
+    where each schedule ends (its last store complete). ``widget=True`` gives a ``go.FigureWidget`` with its full layout
     (for :func:`update_pipeline_figure`)."""
     schedules = _as_dict(schedules)
     data, rows, ends = _figure_data(schedules)

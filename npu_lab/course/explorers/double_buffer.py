@@ -8,7 +8,8 @@ import html
 import ipywidgets as W
 
 from ...kernels.moe_gating import simulate_moe_gating
-from ..pipeline_diagram import pipeline_figure, pipeline_schedule, stage_durations, update_pipeline_figure
+from ..pipeline_diagram import (handoff_costs, pipeline_figure, pipeline_schedule, stage_durations,
+                                update_pipeline_figure)
 from ..viz import sync_widget_state, timeline_figure, update_timeline_figure
 from ._base import _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
 
@@ -25,8 +26,8 @@ KERNEL_CHOICES = (
 
 class DoubleBufferExplorer(_Explorer):
     """Choose tileS and the kernel; the first cores' timeline (``.figure``) and the hand model of
-    one core (``.hand``: ``pipeline_schedule`` with that kernel's buffers / barrier and the stage
-    times of one tile) redraw in place, with both latencies in ``.status``.
+    one core (``.hand``: ``pipeline_schedule`` with that kernel's buffers / barrier, the stage
+    times of one tile and the chip's hand-off costs) redraw in place, with both latencies in ``.status``.
 
     The hand model's stages: one v1 tile for v1 / v2 / v2_bad_sync (they run the same per-tile
     code), one coalesced tile for v2c (read off its own first block). ``shape`` = (B, S, E, K)."""
@@ -69,7 +70,7 @@ class DoubleBufferExplorer(_Explorer):
             stages = stage_durations(run.timeline, tiles=first)
         else:
             stages = stage_durations(self._run("v1", tile_s).timeline)
-        return pipeline_schedule(per_core, *stages.values(), **kw), per_core
+        return pipeline_schedule(per_core, *stages.values(), **kw, **handoff_costs(run.timeline)), per_core
 
     def update(self) -> None:
         try:
@@ -86,4 +87,4 @@ class DoubleBufferExplorer(_Explorer):
         self.status.value = (
             f"<b>simulator {run.latency_us:.1f} us</b> ({run.block_dim} blocks, launch "
             f"{hw.launch_overhead_us:g} us) · by hand: {per_core} tile(s) per core in "
-            f"{by_hand.end_us.max():.1f} us · {html.escape(run.timeline.bottleneck()[0])}-bound")
+            f"{by_hand.ready_us.max():.1f} us · {html.escape(run.timeline.bottleneck()[0])}-bound")
