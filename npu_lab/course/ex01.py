@@ -141,10 +141,10 @@ def check_copy_bandwidth(answer, chip: str = COPY_STREAM_CASE["chip"],
     if value is None:
         return _wrong(f"{answer!r} is not a number of GB/s.")
     transfer = c.occupancy_cycles - hw.dma_issue_cycles
-    how = (f"A copy holds MTE2 for {hw.dma_issue_cycles:g} cycles of issue + {burst_bytes} B at "
+    how = (f"A copy holds its DMA engine for {hw.dma_issue_cycles:g} cycles of issue + {burst_bytes} B at "
            f"{c.peak_gbps:.1f} GB/s x {c.efficiency:.0%} burst efficiency (≈ {transfer:.0f} cycles) = "
            f"{c.occupancy_cycles:.0f} cycles; the {c.latency_cycles:.0f}-cycle latency overlaps the next copies "
-           f"(about {c.in_flight:.0f} in flight), so a copy leaves every {c.occupancy_cycles:.0f} cycles: "
+           f"(about {c.in_flight:.1f} in flight), so a copy leaves every {c.occupancy_cycles:.0f} cycles: "
            f"{burst_bytes} B / {c.occupancy_cycles:.0f} cycles x {hw.clock_ghz:g} GHz = {c.effective_gbps:.1f} GB/s")
     if math.isclose(value, c.effective_gbps, rel_tol=0.03):
         return _right(f"{how}, {c.effective_gbps / c.peak_gbps:.0%} of the core's peak. Small copies are "

@@ -171,7 +171,7 @@ class CopyCostExplorer(_Explorer):
         align = "512-B aligned" if c.aligned else "not 512-B aligned"
         self.status.value = (
             f"<b>{c.effective_gbps:.1f} GB/s</b> of the core's {c.peak_gbps:.1f} GB/s ({c.effective_gbps / c.peak_gbps:.0%})"
-            f" \u2014 {_size(c.burst_bytes)} per copy, {align}, {spec.name}, {who}. Each copy holds MTE2 "
+            f" \u2014 {_size(c.burst_bytes)} per copy, {align}, {spec.name}, {who}. Each copy holds its DMA engine "
             f"{c.occupancy_cycles:.0f} cycles ({spec.dma_issue_cycles:g} issue + transfer at {c.efficiency:.0%} "
             f"efficiency); its data arrives {c.latency_cycles:.0f} cycles later; about {c.in_flight:.1f} copies in "
             f"flight; one copy every {c.time_per_copy_us * 1000:.1f} ns (bound by {c.bound}). "
