@@ -179,3 +179,19 @@ def test_copy_cost_explorer_follows_its_sliders():
         copy_cost("ascend-910b2", 512, 64)
     with pytest.raises(ValueError, match="cores"):
         copy_cost("ascend-310p3", 512, 512, 9)
+
+
+def test_copy_bandwidth_check_says_what_went_wrong():
+    """Exercise 01.2's check (ex01) takes the explorer's number and names the usual slips."""
+    from npu_lab.course.ex01 import COPY_STREAM_CASE, check_copy_bandwidth
+    from npu_lab.course.explorers import copy_cost
+
+    c = copy_cost(COPY_STREAM_CASE["chip"], COPY_STREAM_CASE["burst_bytes"])
+    assert check_copy_bandwidth(None).correct is None
+    assert check_copy_bandwidth(c.effective_gbps).correct is True
+    assert check_copy_bandwidth(f"{c.effective_gbps:.1f} GB/s").correct is True
+    assert "MB/s" in check_copy_bandwidth(c.effective_gbps * 1000)
+    waited = COPY_STREAM_CASE["burst_bytes"] / (c.occupancy_cycles + c.latency_cycles) * 1.06
+    assert "waited for" in check_copy_bandwidth(waited)
+    assert "peak" in check_copy_bandwidth(c.peak_gbps)
+    assert check_copy_bandwidth("fast").correct is False
