@@ -89,3 +89,110 @@ def test_heat_map_grid_marks_the_sweet_spot_and_refuses_a_bad_dimension():
     assert np.nanmin(z, axis=1) == pytest.approx([1.0, 1.0])              # each row relative to its own best
     with pytest.raises(ValueError, match="dim"):
         tile_latency_grid("v3", "K", [2])
+
+
+# ---------------------------------------------------------------- notebook 01: what a copy costs
+def test_copy_cost_is_the_models_cost_functions():
+    from npu_lab import get_preset
+    from npu_lab.course.explorers import copy_cost
+    from npu_lab.sim.costs import burst_efficiency, dma_occupancy_cycles, gm_aligned
+    from npu_lab.sim.l2 import core_bytes_per_cycle
+
+    for chip in ("ascend-910b2", "ascend-310p3"):
+        hw = get_preset(chip)
+        for burst, align, cores in [(32, 512, 1), (2048, 512, 1), (2048, 32, 1), (4096, 512, hw.vector_cores),
+                                    (16384, 32, 1), (65536, 512, 1)]:
+            c = copy_cost(chip, burst, align, cores)
+            bpc = core_bytes_per_cycle(hw, cores)[0]
+            aligned = align == 512 and gm_aligned(hw, burst)
+            assert c.aligned == aligned
+            assert c.occupancy_cycles == dma_occupancy_cycles(hw, burst, bpc, burst, aligned)
+            factor = 1.0 if aligned else hw.dma_gm_misaligned_efficiency
+            assert c.efficiency == pytest.approx(burst_efficiency(hw, burst) * factor)
+            assert c.effective_gbps == pytest.approx(burst / c.period_cycles * hw.clock_ghz)
+            assert c.effective_gbps <= c.peak_gbps
+
+
+def test_copy_cost_has_the_guides_shape():
+    from npu_lab.course.explorers import copy_cost_curve
+    from npu_lab.course.explorers.copy_cost import BURST_CHOICES
+
+    for chip in ("ascend-910b2", "ascend-310p3"):
+        aligned = [c.effective_gbps for c in copy_cost_curve(chip, 512)]
+        loose = [c.effective_gbps for c in copy_cost_curve(chip, 32)]
+        assert aligned == sorted(aligned) and loose == sorted(loose)          # bigger bursts, more bandwidth
+        at_16k = copy_cost_curve(chip, 512, bursts=[16384])[0]
+        assert at_16k.effective_gbps >= 0.85 * at_16k.peak_gbps > 4 * aligned[BURST_CHOICES.index(512)]
+        if chip == "ascend-910b2":                                            # 512-B alignment: the A2 only
+            assert all(b < a for a, b, n in zip(aligned, loose, BURST_CHOICES) if n >= 512)
+        else:
+            assert loose == aligned
+
+
+def test_copy_stream_period_matches_the_simulator():
+    """The explorer's period (latencies overlapping, copies in flight) is what the simulator does
+    with a stream of copies on one core."""
+    import numpy as np
+
+    from npu_lab import GlobalTensor, get_preset, launch, npu_kernel
+    from npu_lab.course.explorers import copy_cost
+    from npu_lab.lang import TBuf, TPosition
+
+    @npu_kernel
+    def stream(ctx, x_gm, burst, copies):
+        buf = TBuf(TPosition.VECCALC)
+        ctx.pipe.init_buffer(buf, burst * copies, name="x")
+        x, n = buf.get(np.float32), burst // 4
+        for i in range(copies):                      # every copy to its own UB span: no waits between them
+            ctx.data_copy(x[i * n], x_gm[i * n], n)
+
+    for chip, burst, copies in [("ascend-310p3", 2048, 48), ("ascend-910b2", 512, 96), ("ascend-910b2", 4096, 40)]:
+        hw = get_preset(chip)
+        c = copy_cost(chip, burst, 512, 1)
+        x = GlobalTensor.empty(copies * burst // 4, np.float32, "x", timing_only=True)
+        ev = launch(stream, 1, x, burst, copies, hw=chip, timing_only=True).events()
+        ev = ev[ev["pipe"] == "MTE2"]
+        assert len(ev) == copies
+        assert ev.duration_us.iloc[0] == pytest.approx(hw.cycles_to_us(c.occupancy_cycles))
+        span = ev.start_us.iloc[-1] - ev.start_us.iloc[0]
+        assert span / (copies - 1) == pytest.approx(c.time_per_copy_us, rel=0.02)
+        assert ev.ready_us.iloc[0] - ev.start_us.iloc[0] == pytest.approx(c.waited_copy_us)
+
+
+def test_copy_cost_explorer_follows_its_sliders():
+    from npu_lab.course.explorers import CopyCostExplorer, copy_cost, copy_cost_curve
+
+    e = CopyCostExplorer()
+    assert e.cost == copy_cost("ascend-910b2", 512, 512, 1)
+    e.burst.value = 8192                              # a slider move redraws
+    assert e.cost.burst_bytes == 8192 and list(e.figure.data[2].x) == [8192]
+    assert f"{copy_cost('ascend-910b2', 8192).effective_gbps:.1f} GB/s" in e.status.value
+    e.align.value = 32
+    assert e.cost == copy_cost("ascend-910b2", 8192, 32, 1) and "not 512-B aligned" in e.status.value
+    e.set(chip="ascend-310p3", cores=True)
+    assert e.cost == copy_cost("ascend-310p3", 8192, 32, 8) and "all 8 cores" in e.status.value
+    assert list(e.figure.data[0].y) == [c.effective_gbps for c in copy_cost_curve("ascend-310p3", 512, 8)]
+    assert e.last_update_s < 0.2
+    with pytest.raises(ValueError, match="burst_bytes"):
+        CopyCostExplorer(burst_bytes=1000)
+    with pytest.raises(ValueError, match="gm_align_bytes"):
+        copy_cost("ascend-910b2", 512, 64)
+    with pytest.raises(ValueError, match="cores"):
+        copy_cost("ascend-310p3", 512, 512, 9)
+
+
+def test_copy_bandwidth_check_says_what_went_wrong():
+    """Exercise 01.2's check (ex01) takes the explorer's number and names the usual slips."""
+    from npu_lab import get_preset
+    from npu_lab.course.ex01 import COPY_STREAM_CASE, check_copy_bandwidth
+    from npu_lab.course.explorers import copy_cost
+
+    c = copy_cost(COPY_STREAM_CASE["chip"], COPY_STREAM_CASE["burst_bytes"])
+    assert check_copy_bandwidth(None).correct is None
+    assert check_copy_bandwidth(c.effective_gbps).correct is True
+    assert check_copy_bandwidth(f"{c.effective_gbps:.1f} GB/s").correct is True
+    assert "MB/s" in check_copy_bandwidth(c.effective_gbps * 1000)
+    waited = COPY_STREAM_CASE["burst_bytes"] / (c.occupancy_cycles + c.latency_cycles) * get_preset(c.chip).clock_ghz
+    assert "waited for" in check_copy_bandwidth(waited)
+    assert "peak" in check_copy_bandwidth(c.peak_gbps)
+    assert check_copy_bandwidth("fast").correct is False

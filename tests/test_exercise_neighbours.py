@@ -14,6 +14,7 @@ from npu_lab.data import load_article_tile_sweep
 from npu_lab.kernels.moe_gating import moe_ub_bytes, moe_ub_capacity, simulate_moe_gating
 from npu_lab.course.pipeline_diagram import steady_state_period
 from npu_lab.presets import get_preset
+from npu_lab.sim.costs import dma_occupancy_cycles
 from npu_lab.sim.launch_cost import full_launch_overhead_us
 
 HW = get_preset("ascend-910b2")
@@ -44,6 +45,11 @@ def _article_factor():
 CASES = {
     "launch_overhead": (ex01.check_launch_overhead, lambda: 3 * full_launch_overhead_us(P310),
                         lambda t: [t, t * 1.009], lambda t: [t * 1.02, t * 0.98, t + 1, t - 1]),
+    # exercise 01.2: a stream of 2 KB copies on one 310P3 core, GB/s (issue + transfer per copy; latency overlapped)
+    "copy_bandwidth": (ex01.check_copy_bandwidth,
+                       lambda: 2048 / dma_occupancy_cycles(P310, 2048, P310.bytes_per_cycle(P310.core_dma_bandwidth_gbps),
+                                                           2048) * P310.clock_ghz,
+                       lambda t: [t, t * 1.025, t * 0.975, f"{t:.2f} GB/s"], lambda t: [t * 1.035, t * 0.965]),
     "largest_tile_len": (ex01.check_largest_tile_len, lambda: P310.ub_bytes // 24 // 8 * 8,
                          lambda t: [t], lambda t: [t - 8, t + 8, t - 1, t + 1]),
     "discrete_hbm_bytes": (ex02.check_discrete_hbm_bytes,

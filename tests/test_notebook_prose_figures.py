@@ -62,6 +62,12 @@ def test_the_07b_rows_are_read_as_the_prose_says():
 # now printed by code cells, which nbval and `make notebooks` keep current; these are the ones
 # still written in prose.
 FIGURES = [
+    # notebook 01's copy-cost section: the guide's two rules as the presets hold them
+    pytest.param("01", r"full bandwidth from about (\d+) KB per copy",
+                 lambda: get_preset("ascend-910b2").dma_burst_full_bytes / 1024, 0, id="01-burst-full-kb"),
+    pytest.param("01", r"not 512-B aligned costs a further (\d+) %",
+                 lambda: 100 * (1 - get_preset("ascend-910b2").dma_gm_misaligned_efficiency), 0,
+                 id="01-misaligned-penalty"),
     pytest.param("03", r"= (\d+) B per point for E = 64, K = 2", lambda: 64 * 4 + 2 * 8, 0, id="03-bytes-per-point"),
     pytest.param("03", r"about (\d+) % more in every row", lambda: 100 * (0.3 * 1024 / (64 * 4 + 2 * 8) - 1), 0.08,
                  id="03-ub-column-13pct"),

@@ -16,24 +16,28 @@ from .checks import (US, CheckResult, missing as _missing, parse_number as _as_n
 from ..presets import get_preset
 from ..sim.launch_cost import full_launch_overhead_us
 
-__all__ = ["CheckResult", "check_launch_overhead", "check_busiest_pipe",
+__all__ = ["CheckResult", "check_launch_overhead", "check_copy_bandwidth", "check_busiest_pipe",
            "check_double_buffering_one_tile", "check_largest_tile_len", "expected_answers",
-           "ONE_TILE_N", "LAUNCH_CHAIN", "LARGEST_TILE_CASE"]
+           "ONE_TILE_N", "LAUNCH_CHAIN", "COPY_STREAM_CASE", "LARGEST_TILE_CASE"]
 
 #: The run notebook 01 times: scaled_add on 2**20 float32 elements on the 910B2, defaults.
 NOTEBOOK01_N = 1 << 20
 NOTEBOOK01_CHIP = "ascend-910b2"
 #: Exercise 01.1 (varied from the lesson's single launch on the 910B2): a chain of launches on the 310P3.
 LAUNCH_CHAIN = dict(chip="ascend-310p3", launches=3)
-#: Exercise 01.3: scaled-add on this many elements, one tile per core (both buffer counts fit the UB).
+#: Exercise 01.2 (varied from the lesson's 910B2 copies): a long stream of copies of this burst on
+#: one core of this chip, GM 512-B aligned; the answer is the effective bandwidth in GB/s.
+COPY_STREAM_CASE = dict(chip="ascend-310p3", burst_bytes=2048, gm_align_bytes=512, cores=1)
+#: Exercise 01.4: scaled-add on this many elements, one tile per core (both buffer counts fit the UB).
 ONE_TILE_N = 1 << 18
-#: Exercise 01.4 (varied from the 910B2 with two buffers, whose answer the lesson's error prints).
+#: Exercise 01.5 (varied from the 910B2 with two buffers, whose answer the lesson's error prints).
 LARGEST_TILE_CASE = dict(chip="ascend-310p3", num_buffers=2)
 
 
 def expected_answers() -> dict[str, object]:
     """Each check's truth for the case notebook 01 asks about (what the check itself compares to)."""
     return {"check_launch_overhead": launch_overhead_truth(**LAUNCH_CHAIN),
+            "check_copy_bandwidth": copy_bandwidth_truth(**COPY_STREAM_CASE),
             "check_busiest_pipe": busiest_pipe_truth(),
             "check_double_buffering_one_tile": "yes" if double_buffering_one_tile_times()[2] else "no",
             "check_largest_tile_len": largest_tile_len_truth(**LARGEST_TILE_CASE)}
@@ -107,6 +111,60 @@ def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
                   f"the `host` bar at the start of the timeline, or get_preset({hw.name!r}): "
                   f"launch_overhead_us plus launch_per_core_us for each of its {hw.vector_cores} vector cores, "
                   "once per launch.")
+
+
+def copy_bandwidth_truth(chip: str = "ascend-310p3", burst_bytes: int = 2048, gm_align_bytes: int = 512,
+                         cores: int = 1) -> float:
+    """GB/s one core gets from a long stream of ``burst_bytes`` copies (the copy-cost explorer's
+    number, from the simulator's cost functions)."""
+    from .explorers.copy_cost import copy_cost
+
+    return copy_cost(chip, burst_bytes, gm_align_bytes, cores).effective_gbps
+
+
+_GBPS = ("gb/s", "gbps", "gb/sec")
+
+
+def check_copy_bandwidth(answer, chip: str = COPY_STREAM_CASE["chip"],
+                         burst_bytes: int = COPY_STREAM_CASE["burst_bytes"]) -> CheckResult:
+    """A core of ``chip`` streams copies of ``burst_bytes`` each (one block per copy, GM 512-B
+    aligned, no other core streaming). What bandwidth does it get, in GB/s? Answer: a number of
+    GB/s, within 3 %."""
+    if answer is None:
+        return _missing("a number of GB/s, e.g. 12.5")
+    from .explorers.copy_cost import copy_cost
+    from ..sim.costs import burst_efficiency
+
+    hw = get_preset(chip)
+    c = copy_cost(hw, burst_bytes, COPY_STREAM_CASE["gm_align_bytes"], COPY_STREAM_CASE["cores"])
+    value = _as_number(answer, _GBPS)
+    if value is None:
+        return _wrong(f"{answer!r} is not a number of GB/s.")
+    transfer = c.occupancy_cycles - hw.dma_issue_cycles
+    how = (f"A copy holds its DMA engine for {hw.dma_issue_cycles:g} cycles of issue + {burst_bytes} B at "
+           f"{c.peak_gbps:.1f} GB/s x {c.efficiency:.0%} burst efficiency (≈ {transfer:.0f} cycles) = "
+           f"{c.occupancy_cycles:.0f} cycles; the {c.latency_cycles:.0f}-cycle latency overlaps the next copies "
+           f"(about {c.in_flight:.1f} in flight), so a copy leaves every {c.occupancy_cycles:.0f} cycles: "
+           f"{burst_bytes} B / {c.occupancy_cycles:.0f} cycles x {hw.clock_ghz:g} GHz = {c.effective_gbps:.1f} GB/s")
+    if math.isclose(value, c.effective_gbps, rel_tol=0.03):
+        return _right(f"{how}, {c.effective_gbps / c.peak_gbps:.0%} of the core's peak. Small copies are "
+                      "bound by issue and bandwidth efficiency, not by the latency: make each copy bigger "
+                      f"(full bandwidth from about {hw.dma_burst_full_bytes // 1024} KB).")
+    if math.isclose(value, c.effective_gbps * 1000, rel_tol=0.03):
+        return _wrong(f"{value:g} looks like MB/s; the answer is wanted in GB/s.")
+    waited = burst_bytes / (c.occupancy_cycles + c.latency_cycles) * hw.clock_ghz
+    if math.isclose(value, waited, rel_tol=0.05):
+        return _wrong(f"{value:g} GB/s is what copies get when each one is waited for (occupancy + latency). "
+                      "In a stream the engine keeps several requests in flight: the latency overlaps.")
+    if math.isclose(value, c.peak_gbps * burst_efficiency(hw, burst_bytes), rel_tol=0.03):
+        return _wrong(f"{value:g} GB/s leaves out the {hw.dma_issue_cycles:g} cycles each copy spends on its "
+                      "issue: the pipe holds a copy for issue + transfer.")
+    if math.isclose(value, c.peak_gbps, rel_tol=0.03):
+        return _wrong(f"{value:g} GB/s is the core's peak: a {burst_bytes}-B burst does not reach it. Hint: "
+                      "the burst-efficiency table of the preset (dma_burst_efficiency_*), interpolated in log2(bytes).")
+    return _wrong(f"{value:g} GB/s is not what the model gives. Hint: occupancy = dma_issue_cycles + bytes / "
+                  "(bytes per cycle x burst efficiency); in a long stream one copy leaves per occupancy; "
+                  "bandwidth = bytes / occupancy x clock.")
 
 
 _PIPE_ALIASES = {"scalar": "S", "vector": "V", "dma in": "MTE2", "dma out": "MTE3", "cube": "M"}

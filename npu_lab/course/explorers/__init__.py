@@ -1,4 +1,4 @@
-"""ipywidgets explorers for MoeGatingTopK (notebooks 02 to 07).
+"""ipywidgets explorers: what a copy costs (notebook 01) and MoeGatingTopK (notebooks 02 to 07).
 
 Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
 ``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` built once with its full layout and
@@ -14,6 +14,8 @@ Configurations the library refuses (K > E, a tile that overflows the Unified Buf
 wide for one core) show the library's error message in ``.status`` instead of raising; the
 message is also kept in ``.error`` (None after a successful update).
 
+* :class:`CopyCostExplorer` -- effective DMA bandwidth against burst size and GM alignment, from
+  the simulator's cost functions (:func:`copy_cost`, notebook 01);
 * :class:`TileSweepExplorer` -- latency against tileS, the current tileS highlighted, the
   article's measured points overlaid, a per-tileS table (notebook 04);
 * :class:`UbBudgetExplorer` -- the Unified Buffer budget as a stacked bar, the tiling struct and
@@ -32,6 +34,7 @@ No library module imports this one (DESIGN.md §2).
 """
 
 from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes
+from .copy_cost import CopyCost, CopyCostExplorer, copy_cost, copy_cost_curve
 from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
 from .fast_exp import FastExpExplorer
@@ -39,6 +42,6 @@ from .tuning import TuningExplorer, sweet_spot_heat_map, tile_latency_grid
 from .tile_sweep import TileSweepExplorer
 from .ub_budget import UbBudgetExplorer, ub_breakdown
 
-__all__ = ["MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
+__all__ = ["CopyCost", "CopyCostExplorer", "copy_cost", "copy_cost_curve", "MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
            "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown",
            "tile_latency_grid", "sweet_spot_heat_map"]
