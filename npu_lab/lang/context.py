@@ -100,7 +100,16 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",
-                 timing_only: bool = False, dma_bytes_per_cycle: float | None = None):
+                 timing_only: bool = False, dma_bytes_per_cycle: float | None = None,
+                 stream: str | None = None):
+        """``stream``: None (normal), ``"record"`` (full timing, and record the block's instruction
+        stream in ``self.stream``) or ``"numerics"`` (a full run's data and the stream only: no
+        issue timing, no UB hazard records, so no RaceError — :func:`npu_lab.launch` uses it for
+        blocks whose class representative was simulated with full timing; see ``_exec``)."""
+        if stream not in (None, "record", "numerics"):
+            raise ValueError(f"stream must be None, 'record' or 'numerics', got {stream!r}")
+        if stream == "numerics" and timing_only:
+            raise ValueError("stream='numerics' computes the data: it needs timing_only=False")
         self.hw = hw
         self._block_idx = block_idx
         self._block_dim = block_dim
@@ -114,6 +123,14 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         if _call_recorders:
             self.core.call_log = []
             _call_recorders[-1].append(self.core.call_log)
+        #: the instruction stream (None when not recorded): per instruction ``(pipe, name, cost
+        #: cycles, bytes, elements, UB spans)``, the spans ``(address lo, hi)`` of what it reads,
+        #: None, what it writes, None; per sync / queue call ``(call, detail)``
+        self.stream: list | None = None
+        if stream is not None:
+            self.stream = self.core.stream = []
+        if stream == "numerics":
+            self._exec = self._exec_numerics      # the instance attribute wins over the method
         capacity = hw.ub_bytes if core_type == "vector" else hw.l1_bytes
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
@@ -205,6 +222,12 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
             if r.freed:
                 self._freed(name, t)
             ws.append((t, r, lo, hi))
+        if self.stream is not None:
+            spans = [(r.offset_bytes + lo, r.offset_bytes + hi) for _, r, lo, hi in rs]
+            spans.append(None)
+            spans.extend([(r.offset_bytes + lo, r.offset_bytes + hi) for _, r, lo, hi in ws])
+            spans.append(None)
+            self.stream.append((pipe, name, cost_cycles, nbytes, elements, tuple(spans)))
         core = self.core
         # the kernel's line: _exec's caller is always lang code, so the search starts above it
         start, end = core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements, ready_cycles=ready,
@@ -228,6 +251,31 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
                     self._race(name, pipe, start, t, f"{e[3]} is still writing it until {e[2]:.0f}")
             r.record_write(lo, hi, complete, pipe)
         return start, end
+
+    def _exec_numerics(self, pipe: str, name: str, cost_cycles: float, reads=(), writes=(),
+                       nbytes: int = 0, elements: int = 0) -> tuple[float, float]:
+        """``_exec`` of a ``stream="numerics"`` block: append the instruction to the stream (the
+        same entry ``_exec`` records) and nothing else. Sound because a block's timeline, and its
+        hazard records, are a function of that stream alone (pipe, cost, UB addresses, syncs), never
+        of data: a block whose stream equals its class representative's has the representative's
+        timeline, races included. Use after free is not timing: still raised here. Returns (0, 0)."""
+        spans = []
+        for items in (reads, writes):
+            for item in items:
+                if item.__class__ is tuple:
+                    t, lo, hi = item
+                else:
+                    t = item
+                    size = t.dtype.itemsize
+                    lo = t.offset * size
+                    hi = lo + t.count * size
+                r = t.region
+                if r.freed:
+                    self._freed(name, t)
+                spans.append((r.offset_bytes + lo, r.offset_bytes + hi))
+            spans.append(None)
+        self.stream.append((pipe, name, cost_cycles, nbytes, elements, tuple(spans)))
+        return 0.0, 0.0
 
     @staticmethod
     def _freed(name, t):

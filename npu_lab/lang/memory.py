@@ -176,7 +176,7 @@ class TQue:
             raise QueueError(
                 f"queue '{self.name}': alloc_tensor with all {self.num_buffers} buffer(s) in use; "
                 "on the device this waits forever. free_tensor the tensor you are done with first.")
-        self.core.log_call("AllocTensor")
+        self.core.log_call("AllocTensor", self.name)
         self._next = (self._next + 1) % len(self._slots)
         slot.in_use = True
         slot.region.freed = False
@@ -187,7 +187,7 @@ class TQue:
     def enque(self, tensor: LocalTensor) -> None:
         """``EnQue(tensor)``: hand the tensor to the consumer (a flag producer -> consumer)."""
         slot = self._slot_of(tensor, "enque")
-        self.core.log_call("EnQue")
+        self.core.log_call("EnQue", self.name)
         if len(self._ready) >= self.depth:
             raise QueueError(
                 f"queue '{self.name}' (TQue<{self.position}, {self.depth}>): enque number "
@@ -203,7 +203,7 @@ class TQue:
         if not self._ready:
             raise QueueError(f"queue '{self.name}': deque with nothing enqueued; on the device "
                              "this waits forever. enque a tensor first.")
-        self.core.log_call("DeQue")
+        self.core.log_call("DeQue", self.name)
         tensor, _slot, produced_at = self._ready.popleft()
         self.core.wait_until(self.consumer, produced_at)
         return tensor if dtype is None else tensor.reinterpret_cast(dtype)
@@ -211,7 +211,7 @@ class TQue:
     def free_tensor(self, tensor: LocalTensor) -> None:
         """``FreeTensor(tensor)``: release the slot; its next producer waits for the consumer."""
         slot = self._slot_of(tensor, "free_tensor")
-        self.core.log_call("FreeTensor")
+        self.core.log_call("FreeTensor", self.name)
         if any(s is slot for _, s, _ in self._ready):
             raise QueueError(f"queue '{self.name}': free_tensor of a tensor still enqueued; deque it first")
         # FreeTensor is a SetFlag too: the slot is free once the consumer's reads completed
@@ -266,4 +266,4 @@ class TPipe:
             buffer.region = self.allocator.alloc(nbytes, self._name(name or "tbuf"))
         else:
             raise TypeError(f"init_buffer takes a TQue or a TBuf, got {type(buffer).__name__}")
-        self.core.log_call("InitBuffer")
+        self.core.log_call("InitBuffer", (self.allocator.used_bytes, args))

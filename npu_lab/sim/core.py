@@ -193,6 +193,10 @@ class CoreState:
         #: off (None) unless npu_lab.lang.context.record_calls() is open: then a list of
         #: (pipe, event name) per instruction and (None, "SetFlag<MTE2_S>"-style call) per sync call
         self.call_log: list | None = None
+        #: off (None) unless the launch records this block's instruction stream (see
+        #: npu_lab.lang.context.KernelContext ``stream=``): then the lang layer appends one tuple per
+        #: instruction and the sync / queue calls append ``(call, detail)`` here, in program order
+        self.stream: list | None = None
 
     def _check_pipe(self, pipe: str) -> None:
         if pipe not in self.free:
@@ -259,12 +263,12 @@ class CoreState:
         self._check_pipe(src)
         self._check_pipe(dst)
         self.flags.setdefault((src, dst, event_id), deque()).append(self.flag_time(src))
-        self.log_call(f"SetFlag<{src}_{dst}>")
+        self.log_call(f"SetFlag<{src}_{dst}>", event_id)
 
     def wait_flag(self, src: str, dst: str, event_id: int = 0) -> None:
         self._check_pipe(src)
         self._check_pipe(dst)
-        self.log_call(f"WaitFlag<{src}_{dst}>")
+        self.log_call(f"WaitFlag<{src}_{dst}>", event_id)
         pending = self.flags.get((src, dst, event_id))
         if not pending:
             raise SimulationError(
@@ -277,10 +281,14 @@ class CoreState:
         else:
             self.wait_until(dst, when)
 
-    def log_call(self, call: str) -> None:
-        """Record a sync / queue call (``EnQue``, ``SetFlag<MTE2_S>``) when recording is on."""
+    def log_call(self, call: str, detail=None) -> None:
+        """Record a sync / queue call (``EnQue``, ``SetFlag<MTE2_S>``) when recording is on.
+        ``detail`` (the event id, the queue's name, ...) goes to the instruction stream only: two
+        blocks whose streams are equal call the same syncs on the same flags and queues."""
         if self.call_log is not None:
             self.call_log.append((None, call))
+        if self.stream is not None:
+            self.stream.append((call, detail))
 
     def _drain(self, time_cycles: float) -> None:
         """The scalar unit waits for the vector pipe (a V->S round trip): counted."""
