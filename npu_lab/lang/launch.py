@@ -176,7 +176,10 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         ctx = KernelContext(hw, idx, block_dim, core_type=core_type, timing_only=timing_only,
                             dma_bytes_per_cycle=dma_bpc, stream=stream)
         ctx.gm_router = router               # read by DmaOps._dma through sim.l2.gm_bytes_per_cycle
-        kernel(ctx, *args, **kwargs)
+        # float overflow / NaN / invalid casts are silent on the device, as here; one errstate per
+        # block rather than per instruction (it is not free: ~1 us a call)
+        with np.errstate(all="ignore"):
+            kernel(ctx, *args, **kwargs)
         if stream is None:
             return ctx.core.finish(), None
         c = ctx.core                         # counters set outside _exec, compared too

@@ -286,8 +286,7 @@ class VectorOps:
                   [span_of(dst, offs[0])], repeat * len(lanes), repeats=repeat)
         if self.timing_only or repeat == 0:
             return
-        with np.errstate(all="ignore"):
-            result = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs[1:])))
+        result = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs[1:])))   # errstate: see launch
         dst.data[as_index(offs[0])] = np.asarray(result).astype(dst.dtype, copy=False)
 
     def _tensor_form(self, name, kind, fn, dst, srcs, count):
@@ -297,8 +296,7 @@ class VectorOps:
                   [(dst, dst.byte_offset, dst.byte_offset + n * dst.dtype.itemsize)], n)
         if self.timing_only:
             return
-        with np.errstate(all="ignore"):
-            result = fn(*(t.data[:n] for t in srcs))
+        result = fn(*(t.data[:n] for t in srcs))   # errstate: see launch
         dst.data[:n] = np.asarray(result).astype(dst.dtype, copy=False)
 
     def _dispatch(self, name, kind, fn, dst, srcs, args, params_type):
