@@ -159,9 +159,11 @@ def check_fused_advantage_trend(answer) -> CheckResult:
     evidence = f"the chain takes {ratios[first]:.1f}\u00d7 the fused kernel's time at S={first} and " \
                f"{ratios[last]:.1f}\u00d7 at S={last}"
     if said == truth:
-        why = ("the chain's three launch overheads stop mattering, and what is left is its extra HBM "
-               "round trip and its per-copy DMA latency, which grow with the tokens as fast as the "
-               "fused kernel's own work" if truth == "grow" else
+        kind, verdict = simulate_moe_gating(1, last, 64, 2, version="discrete").timeline.bottleneck()
+        why = ("the chain's three launch overheads stop mattering, and what is left grows with the tokens "
+               "faster than the fused kernel's own work: the chain's extra HBM round trip, and what the "
+               f"model's verdict on the chain at S={last} names — {kind}-bound: {verdict}"
+               if truth == "grow" else
                "the chain's fixed launch overhead, the part fusing removes, becomes a smaller share of "
                "its time, while the fused kernel's work grows with the tokens too")
         return _right(f"It does {truth}: {evidence}. As S grows, {why}. The table below shows "
