@@ -52,8 +52,9 @@ test-notebooks: install
 	$(if $(INSTRUCTOR_NBS),$(PY) -m pytest -q -p no:randomly --nbval-lax --nbval-current-env \
 		--nbval-cell-timeout=$(NBVAL_TIMEOUT) instructor/,@echo "no instructor/ notebooks yet: only notebooks/ ran (python scripts/make_instructor.py creates them)")
 
-notebooks: install  ## re-execute every notebook and strip widget state / metadata noise
-	$(PY) scripts/run_notebooks.py notebooks/*.ipynb
+# The student notebooks are generated from instructor/ (nbgrader), then executed: re-executing
+# them is releasing them again, so one target does both.
+notebooks: release  ## re-generate and re-execute every student notebook (strips widget state)
 
 # Instructors (docs/instructors.md). instructor/NN_*.ipynb hold the solutions; `make release` writes
 # the student notebooks/ from them: nbgrader metadata from the in-cell markers, nbgrader's
