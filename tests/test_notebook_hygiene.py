@@ -166,7 +166,9 @@ def check_library_use(nb) -> list[str]:
                 length = node.end_lineno - node.lineno + 1
                 # a kernel exercise (docs/kernel_exercises.md): the learner writes `my_*` in a cell
                 # with a solution region; it is the exercise, not library code redefined
-                exercise = ("### BEGIN SOLUTION" in cell.source
+                # (instructor version), or the cell nbgrader marked a solution (student version)
+                nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+                exercise = (("### BEGIN SOLUTION" in cell.source or nbgrader.get("solution") is True)
                             and re.search(r"^def my_\w+\(", cell.source, re.M) is not None)
                 if length > MAX_DEF_LINES and not exercise:
                     kind = "class" if isinstance(node, ast.ClassDef) else "function"
