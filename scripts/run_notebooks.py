@@ -141,6 +141,17 @@ def clean_notebook(nb):
             del meta["jupyter"]
         if "tags" in meta and not meta["tags"]:
             del meta["tags"]
+        if cell.get("outputs"):
+            # one stream output per run of prints: how the kernel chunks stdout depends on timing,
+            # so unmerged chunks would rewrite the notebook on every run (nbval merges them too)
+            merged = []
+            for out in cell["outputs"]:
+                if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                        and merged[-1]["name"] == out["name"]):
+                    merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(out["text"])
+                else:
+                    merged.append(out)
+            cell["outputs"] = merged
         for out in cell.get("outputs", []):
             view = out.get("data", {}).get(WIDGET_VIEW)
             if isinstance(view, dict) and "model_id" in view:

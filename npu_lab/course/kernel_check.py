@@ -137,7 +137,14 @@ def kernel_solution_cell(exercise_id: str) -> str:
                 out.append(indent + ("### BEGIN SOLUTION" if b else "### END SOLUTION"))
             continue
         out.append(line)
-    return ex.imports.strip() + "\n\n\n" + "\n".join(out) + "\n"
+    return ex.imports.strip() + "\n\n\n" + _given_comments("\n".join(out), exercise_id) + "\n"
+
+
+def _given_comments(src: str, exercise_id: str) -> str:
+    """Another exercise's region is given code in this cell: its "YOUR CODE (other id):" comment
+    loses the prefix, so only this exercise's gaps say YOUR CODE."""
+    return re.sub(r"# YOUR CODE \(([^)]+)\): ",
+                  lambda m: m.group(0) if m.group(1) == exercise_id else "# ", src)
 
 
 def strip_solutions(cell: str, stub: str = CODE_STUB) -> str:
