@@ -391,6 +391,7 @@ def _check(ex: KernelExercise, fn, hw) -> KernelCheckResult:
                 f"{ex.slow_hint}.")
     if ex.extra is not None:
         text += "\n" + ex.extra(latency, hw)
+    text += "\n(`result.figure()` draws this run's timeline: which pipe is busy, which waits.)"
     return _result(text, bool(fast or not ex.speed), fast=bool(fast), latency_us=latency,
                    target_us=target_us, timeline=timeline)
 
