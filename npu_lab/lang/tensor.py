@@ -156,7 +156,7 @@ class UbRegion:
 
     ``freed`` is set when its queue slot is released: a tensor used after ``FreeTensor`` raises."""
 
-    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads", "ctx", "freed")
+    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads", "ctx", "freed", "views")
 
     def __init__(self, name: str, offset_bytes: int, nbytes: int, storage: np.ndarray | None, ctx=None):
         self.name = name
@@ -167,6 +167,7 @@ class UbRegion:
         self.reads: list[tuple[int, int, float, str]] = []
         self.ctx = ctx
         self.freed = False
+        self.views: dict = {}   # dtype -> the whole storage seen as it (LocalTensor.data slices it)
 
     @staticmethod
     def conflict(entries, lo: int, hi: int, start: float, pipe: str):
@@ -237,10 +238,13 @@ class LocalTensor:
     @property
     def data(self) -> np.ndarray | None:
         """The numpy view (None in a timing-only run)."""
-        st = self.region.storage
-        if st is None:
+        region = self.region
+        if region.storage is None:
             return None
-        return st.view(self.dtype)[self.offset:self.offset + self.count]
+        whole = region.views.get(self.dtype)
+        if whole is None:
+            whole = region.views[self.dtype] = region.storage.view(self.dtype)
+        return whole[self.offset:self.offset + self.count]
 
     def get_size(self) -> int:
         """``GetSize()``: elements from this address to the end of the buffer."""

@@ -221,6 +221,29 @@ def span_of(t: LocalTensor, off: np.ndarray):
     return t, base + int(off.min()) * size, base + (int(off.max()) + 1) * size
 
 
+#: checked level-0 instructions (see VectorOps._level0): the same instruction on the same
+#: operand places recurs every tile, and its checks and footprints depend on nothing else
+_PLANS: dict = {}
+
+
+def _plan_key(name, dst, srcs, mask, repeat_time, strides):
+    """The _PLANS key of a level-0 call, or None when an argument is not a plain int (bools,
+    numpy ints and junk take the checked path every time, so every error is still raised)."""
+    if type(repeat_time) is not int:
+        return None
+    if type(mask) is not int:
+        if type(mask) is not list or len(mask) != 2 or type(mask[0]) is not int or type(mask[1]) is not int:
+            return None
+        mask = (mask[0], mask[1])
+    for b, r in strides:
+        if type(b) is not int or type(r) is not int:
+            return None
+    key = [name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count]
+    for t in srcs:
+        key += (t.dtype, t.offset, t.count)
+    return tuple(key)
+
+
 class VectorOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
@@ -271,6 +294,28 @@ class VectorOps:
 
     def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides):
         """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""
+        key = _plan_key(name, dst, srcs, mask, repeat_time, strides)
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is None:
+            plan = self._level0_plan(name, dst, srcs, mask, repeat_time, strides)
+            if key is not None:
+                if len(_PLANS) > 8192:
+                    _PLANS.clear()
+                _PLANS[key] = plan
+        repeat, elements, src_spans, dst_lo, dst_hi, src_at, dst_at = plan
+        self._vec(name, kind, repeat * 256, [(t, lo, hi) for t, (lo, hi) in zip(srcs, src_spans)],
+                  [(dst, dst_lo, dst_hi)], elements, repeats=repeat)
+        if self.timing_only or repeat == 0:
+            return
+        result = fn(*[t.data[at] for t, at in zip(srcs, src_at)])   # errstate: see launch
+        if result.__class__ is not np.ndarray or result.dtype != dst.dtype:
+            result = np.asarray(result).astype(dst.dtype, copy=False)
+        dst.data[dst_at] = result
+
+    def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides) -> tuple:
+        """Check a level-0 instruction's arguments; returns (repeat, elements, per source its
+        (byte lo, byte hi), dst byte lo, dst byte hi, per source its index, dst index) — a
+        function of the arguments, the operands' dtypes, offsets and counts only (see _plan_key)."""
         repeat = self._check_repeat(repeat_time)
         lanes = lanes_of(mask, dst.dtype.itemsize)
         for (_, rep), role in zip(strides, ("dst", "src0", "src1")):
@@ -282,12 +327,10 @@ class VectorOps:
                            "Issue one instruction per row instead, or lay the rows out closer together")
         offs = [footprint(t, lanes, repeat, b, r, role)
                 for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1"))]
-        self._vec(name, kind, repeat * 256, [span_of(t, o) for t, o in zip(srcs, offs[1:])],
-                  [span_of(dst, offs[0])], repeat * len(lanes), repeats=repeat)
-        if self.timing_only or repeat == 0:
-            return
-        result = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs[1:])))   # errstate: see launch
-        dst.data[as_index(offs[0])] = np.asarray(result).astype(dst.dtype, copy=False)
+        src_spans = tuple(span_of(t, o)[1:] for t, o in zip(srcs, offs[1:]))
+        _, dst_lo, dst_hi = span_of(dst, offs[0])
+        return (repeat, repeat * len(lanes), src_spans, dst_lo, dst_hi,
+                tuple(as_index(o) for o in offs[1:]), as_index(offs[0]))
 
     def _tensor_form(self, name, kind, fn, dst, srcs, count):
         n = self._count(count, dst, *srcs)
