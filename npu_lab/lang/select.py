@@ -127,6 +127,9 @@ def _user_keep(words: np.ndarray, repeat: int, step: int, per_repeat_words: int,
                            for r in range(repeat)])
 
 
+_SEL_MODES = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)
+
+
 class SelectOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
@@ -220,13 +223,18 @@ class SelectOps:
 
     def _mask_out(self, name, dst, srcs, offs, n, fn):
         """``offs``: per source, its footprint (element offsets) or a slice of its first n."""
-        self._vec(f"{name}", "simple", n * srcs[0].dtype.itemsize,
-                  [(t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize) if o.__class__ is slice
-                   else span_of(t, o) for t, o in zip(srcs, offs)],
-                  [(dst, dst.byte_offset, dst.byte_offset + -(-n // 8))], n)
+        reads = []
+        for t, o in zip(srcs, offs):
+            if o.__class__ is slice:
+                size = t.dtype.itemsize
+                reads.append((t, t.offset * size, (t.offset + n) * size))
+            else:
+                reads.append(span_of(t, o))
+        lo = dst.offset * dst.dtype.itemsize
+        self._vec(name, "simple", n * srcs[0].dtype.itemsize, reads, [(dst, lo, lo + -(-n // 8))], n)
         if self.timing_only:
             return
-        bits = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs)))
+        bits = fn(*[t.data[as_index(o)] for t, o in zip(srcs, offs)])
         dst.data.view(np.uint8)[: -(-n // 8)] = pack_bits(bits)
 
     def select(self, dst, sel_mask, src0, src1, sel_mode: str, count):
@@ -234,7 +242,7 @@ class SelectOps:
         tensor in VSEL_TENSOR_TENSOR_MODE / VSEL_CMPMASK_SPR, a scalar in
         VSEL_TENSOR_SCALAR_MODE)."""
         need_local(dst, sel_mask, src0)
-        modes = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)
+        modes = _SEL_MODES
         if sel_mode not in modes:
             raise AscendCRuleError(f"select mode must be a SELMODE ({', '.join(modes)}), got {sel_mode!r}")
         self._check_float("Select", dst, src0)
@@ -256,11 +264,12 @@ class SelectOps:
             raise AscendCRuleError(f"Select over {n} elements consumes {mask_bits} mask bits; '{sel_mask.name}' "
                                    f"holds only {sel_mask.nbytes * 8}")
         size = dst.dtype.itemsize
-        reads = [(sel_mask, sel_mask.byte_offset, sel_mask.byte_offset + mask_bytes),
-                 (src0, src0.byte_offset, src0.byte_offset + n * size)]
+        lo = sel_mask.offset * sel_mask.dtype.itemsize
+        reads = [(sel_mask, lo, lo + mask_bytes), (src0, src0.offset * size, (src0.offset + n) * size)]
         if not scalar_mode:
-            reads.append((src1, src1.byte_offset, src1.byte_offset + n * size))
-        self._vec("Select", "simple", n * size, reads, [(dst, dst.byte_offset, dst.byte_offset + n * size)], n)
+            lo = src1.offset * src1.dtype.itemsize
+            reads.append((src1, lo, lo + n * size))
+        self._vec("Select", "simple", n * size, reads, [(dst, dst.offset * size, (dst.offset + n) * size)], n)
         if self.timing_only:
             return
         bits = unpack_bits(sel_mask.data, mask_bits)

@@ -285,7 +285,10 @@ class VectorOps:
 
     def _same_dtype(self, name, *tensors):
         first = tensors[0].dtype
-        if all(t.dtype == first for t in tensors):
+        for t in tensors:
+            if t.dtype is not first and t.dtype != first:
+                break
+        else:
             return
         dts = {t.dtype for t in tensors}
         if len(dts) > 1:
@@ -334,13 +337,22 @@ class VectorOps:
 
     def _tensor_form(self, name, kind, fn, dst, srcs, count):
         n = self._count(count, dst, *srcs)
-        width = max(t.dtype.itemsize for t in (dst, *srcs))
-        self._vec(name, kind, n * width, [(t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize) for t in srcs],
-                  [(dst, dst.byte_offset, dst.byte_offset + n * dst.dtype.itemsize)], n)
+        width = size = dst.dtype.itemsize
+        reads = []
+        for t in srcs:
+            tsize = t.dtype.itemsize
+            if tsize > width:
+                width = tsize
+            lo = t.offset * tsize
+            reads.append((t, lo, lo + n * tsize))
+        lo = dst.offset * size
+        self._vec(name, kind, n * width, reads, [(dst, lo, lo + n * size)], n)
         if self.timing_only:
             return
-        result = fn(*(t.data[:n] for t in srcs))   # errstate: see launch
-        dst.data[:n] = np.asarray(result).astype(dst.dtype, copy=False)
+        result = fn(*[t.data[:n] for t in srcs])   # errstate: see launch
+        if result.__class__ is not np.ndarray or result.dtype != dst.dtype:
+            result = np.asarray(result).astype(dst.dtype, copy=False)
+        dst.data[:n] = result
 
     def _dispatch(self, name, kind, fn, dst, srcs, args, params_type):
         """Tensor form when ``args`` is (count,), level-0 when (mask, repeat_time, params)."""
