@@ -107,6 +107,10 @@ _MASK_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
 
 #: every lane of a 256-byte repeat, per lane count (GatherMask's normal mode reads whole repeats)
 _ALL_LANES = {64: tuple(range(64)), 128: tuple(range(128))}
+#: footprints of level-0 Compare sources and Brcb destinations, by operand place and strides: the
+#: same call recurs every tile (the arrays are cached by _footprint, so they stay the same objects)
+_CMP_OFFS: dict = {}
+_BRCB_DST: dict = {}
 
 
 def _same_view(a, b, n: int) -> bool:
@@ -180,9 +184,19 @@ class SelectOps:
         mask, repeat_time, p = args
         self._full_mask("Compare", mask, src0)
         repeat = self._check_repeat(repeat_time)
-        lanes = tuple(range(256 // src0.dtype.itemsize))
-        offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
-                footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
+        lanes = _ALL_LANES[256 // src0.dtype.itemsize]
+        strides = (p.src0_blk_stride, p.src0_rep_stride, p.src1_blk_stride, p.src1_rep_stride)
+        # the footprints depend on these alone: cached (plain ints only, so bad ones are still checked)
+        key = (src0.dtype, src0.offset, src0.count, src1.offset, src1.count, repeat, strides) \
+            if all(type(v) is int for v in strides) else None
+        offs = _CMP_OFFS.get(key) if key is not None else None
+        if offs is None:
+            offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
+                    footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
+            if key is not None:
+                if len(_CMP_OFFS) > 4096:
+                    _CMP_OFFS.clear()
+                _CMP_OFFS[key] = offs
         n = repeat * len(lanes)
         self._count(max(n // 8, 1), dst)
         self._mask_out("Compare", dst, (src0, src1), offs, n, lambda a, b: _CMP[cmp_mode](a, b))
@@ -380,13 +394,24 @@ class SelectOps:
             self._rule("Brcb: dst_blk_stride=0 is undefined behaviour on the hardware (every block "
                        "written onto the same one); use 1")
         per_block = 32 // dst.dtype.itemsize
-        dst_off = footprint(dst, tuple(range(8 * per_block)), repeat, params.dst_blk_stride,
-                            params.dst_rep_stride, "dst")
+        blk, rep = params.dst_blk_stride, params.dst_rep_stride
+        # the footprint depends on these alone: cached (plain ints only, so bad ones are still checked)
+        key = (dst.dtype, dst.offset, dst.count, repeat, blk, rep) \
+            if type(blk) is int and type(rep) is int else None
+        known = _BRCB_DST.get(key) if key is not None else None
+        if known is None:
+            dst_off = footprint(dst, _ALL_LANES[8 * per_block], repeat, blk, rep, "dst")
+            known = (span_of(dst, dst_off), as_index(dst_off))
+            if key is not None:
+                if len(_BRCB_DST) > 4096:
+                    _BRCB_DST.clear()
+                _BRCB_DST[key] = known
+        (_, dst_lo, dst_hi), at = known
         self._count(max(8 * repeat, 1), src)
-        self._vec("Brcb", "simple", repeat * 256, [(src, src.byte_offset, src.byte_offset + 8 * repeat * src.dtype.itemsize)],
-                  [span_of(dst, dst_off)], 8 * repeat, repeats=repeat)
+        lo = src.offset * src.dtype.itemsize
+        self._vec("Brcb", "simple", repeat * 256, [(src, lo, lo + 8 * repeat * src.dtype.itemsize)],
+                  [(dst, dst_lo, dst_hi)], 8 * repeat, repeats=repeat)
         if not self.timing_only and repeat:
-            at = as_index(dst_off)
             if at.__class__ is slice:        # blocks back to back: fill them as rows of a view
                 dst.data[at].reshape(8 * repeat, per_block)[...] = src.data[:8 * repeat, None]
             else:
