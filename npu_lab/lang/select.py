@@ -188,7 +188,8 @@ class SelectOps:
         strides = (p.src0_blk_stride, p.src0_rep_stride, p.src1_blk_stride, p.src1_rep_stride)
         # the footprints depend on these alone: cached (plain ints only, so bad ones are still checked)
         key = (src0.dtype, src0.offset, src0.count, src1.offset, src1.count, repeat, strides) \
-            if all(type(v) is int for v in strides) else None
+            if type(strides[0]) is int and type(strides[1]) is int and type(strides[2]) is int \
+            and type(strides[3]) is int else None
         offs = _CMP_OFFS.get(key) if key is not None else None
         if offs is None:
             offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
