@@ -175,8 +175,7 @@ class SelectOps:
             n = self._cmp_count("Compare", args[0], src0)
             self._count(n, src0, src1)
             self._count(n // 8, dst)
-            self._mask_out("Compare", dst, (src0, src1), [slice(0, n)] * 2, n,
-                           lambda a, b: _CMP[cmp_mode](a, b))
+            self._mask_out("Compare", dst, (src0, src1), [slice(0, n)] * 2, n, _CMP[cmp_mode])
             return
         if len(args) != 3 or not isinstance(args[2], BinaryRepeatParams):
             raise TypeError("compare takes (dst, src0, src1, mode, count) or (..., mode, mask, "
@@ -200,7 +199,7 @@ class SelectOps:
                 _CMP_OFFS[key] = offs
         n = repeat * len(lanes)
         self._count(max(n // 8, 1), dst)
-        self._mask_out("Compare", dst, (src0, src1), offs, n, lambda a, b: _CMP[cmp_mode](a, b))
+        self._mask_out("Compare", dst, (src0, src1), offs, n, _CMP[cmp_mode])
 
     def compares(self, dst, src0, src1_scalar, cmp_mode: str, *args):
         """``Compares(dst, src0, scalar, cmpMode, count)`` or level-0 with ``(mask, repeatTime,
@@ -250,7 +249,10 @@ class SelectOps:
         if self.timing_only:
             return
         bits = fn(*[t.data[as_index(o)] for t, o in zip(srcs, offs)])
-        dst.data.view(np.uint8)[: -(-n // 8)] = pack_bits(bits)
+        # dst is uint8 / int8 (_cmp_rules) and holds the bytes (_count): write its storage bytes
+        packed = np.packbits(bits, bitorder="little") if bits.__class__ is np.ndarray and bits.dtype == bool \
+            else pack_bits(bits)
+        dst.region.storage[lo:lo + -(-n // 8)] = packed
 
     def select(self, dst, sel_mask, src0, src1, sel_mode: str, count):
         """``Select(dst, selMask, src0, src1, selMode, count)``: dst = bit ? src0 : src1 (src1 a
@@ -287,7 +289,8 @@ class SelectOps:
         self._vec("Select", "simple", n * size, reads, [(dst, dst.offset * size, (dst.offset + n) * size)], n)
         if self.timing_only:
             return
-        bits = unpack_bits(sel_mask.data, mask_bits)
+        lo = sel_mask.offset * sel_mask.dtype.itemsize       # the mask's bytes, as uint8
+        bits = unpack_bits(sel_mask.region.storage[lo:lo + mask_bytes], mask_bits)
         if sel_mode == SELMODE.VSEL_CMPMASK_SPR:
             bits = np.resize(bits, n)
         out = dst.data[:n]
