@@ -297,12 +297,15 @@ class SelectOps:
         if scalar_mode:
             other = np.asarray(src1).astype(dst.dtype)
         elif _same_view(src1, dst, n):       # dst is src1: only the src0 lanes change
-            np.copyto(out, src0.data[:n], where=bits)
+            np.putmask(out, bits, src0.data[:n])     # src0 has dst's dtype: no cast either way
             return
         else:
             other = src1.data[:n]
         if _same_view(src0, dst, n):         # dst is src0: only the other lanes change
-            np.copyto(out, other, where=~bits)
+            if other.dtype == out.dtype:     # putmask = copyto(where=) without casting, faster
+                np.putmask(out, ~bits, other)
+            else:
+                np.copyto(out, other, where=~bits)
         else:
             out[...] = np.where(bits, src0.data[:n], other)
 
@@ -325,7 +328,9 @@ class SelectOps:
                 raise AscendCRuleError(f"a GatherMask user pattern for {src0.dtype.name} is a {np.dtype(want).name} "
                                        f"tensor of bits; '{src1_pattern.name}' is {src1_pattern.dtype.name}")
         else:
-            if isinstance(src1_pattern, (bool, np.bool_)) or not isinstance(src1_pattern, numbers.Integral) \
+            if type(src1_pattern) is int and src1_pattern in GATHER_PATTERNS:   # the common case
+                pass
+            elif isinstance(src1_pattern, (bool, np.bool_)) or not isinstance(src1_pattern, numbers.Integral) \
                     or src1_pattern not in GATHER_PATTERNS:
                 raise AscendCRuleError(f"GatherMask built-in pattern must be 1..7 (1 even, 2 odd, 3-6 one of "
                                        f"every 4, 7 all), got {src1_pattern!r}")
