@@ -110,6 +110,25 @@ _ALL_LANES = {64: tuple(range(64)), 128: tuple(range(128))}
 #: footprints of level-0 Compare sources and Brcb destinations, by operand place and strides: the
 #: same call recurs every tile (the arrays are cached by _footprint, so they stay the same objects)
 _CMP_OFFS: dict = {}
+#: level-0 Compare calls that passed every check, by _compare_key: (elements, spans, indices)
+_CMP_PLANS: dict = {}
+
+
+def _compare_key(isa, dst, src0, src1, cmp_mode, args):
+    """The _CMP_PLANS key of a level-0 Compare (None unless every argument is plain: LocalTensors,
+    a str mode, int mask / repeat / strides — anything else takes the checked path)."""
+    if len(args) != 3 or dst.__class__ is not LocalTensor or src0.__class__ is not LocalTensor \
+            or src1.__class__ is not LocalTensor or cmp_mode.__class__ is not str:
+        return None
+    mask, repeat_time, p = args
+    if type(mask) is not int or type(repeat_time) is not int or p.__class__ is not BinaryRepeatParams:
+        return None
+    strides = (p.src0_blk_stride, p.src0_rep_stride, p.src1_blk_stride, p.src1_rep_stride)
+    if type(strides[0]) is not int or type(strides[1]) is not int or type(strides[2]) is not int \
+            or type(strides[3]) is not int:
+        return None
+    return (isa, cmp_mode, mask, repeat_time, strides, dst.dtype, dst.offset, dst.count,
+            src0.dtype, src0.offset, src0.count, src1.dtype, src1.offset, src1.count)
 _BRCB_DST: dict = {}
 
 
@@ -168,6 +187,18 @@ class SelectOps:
     def compare(self, dst, src0, src1, cmp_mode: str, *args):
         """``Compare(dst, src0, src1, cmpMode, count)`` or level-0 ``Compare(dst, src0, src1,
         cmpMode, mask, repeatTime, BinaryRepeatParams)``: dst bits = src0 <mode> src1."""
+        key = _compare_key(self.hw.isa, dst, src0, src1, cmp_mode, args)
+        plan = _CMP_PLANS.get(key) if key is not None else None
+        if plan is not None:        # checked before: only the operands' UB alignment can differ
+            need_local(src1)
+            need_local(dst, src0)
+            n, spans, idx = plan
+            self._vec("Compare", "simple", n * src0.dtype.itemsize,
+                      [(src0, *spans[0]), (src1, *spans[1])], [(dst, *spans[2])], n)
+            if not self.timing_only:
+                bits = _CMP[cmp_mode](src0.data[idx[0]], src1.data[idx[1]])
+                dst.region.storage[spans[2][0]:spans[2][1]] = np.packbits(bits, bitorder="little")
+            return
         need_local(src1)
         self._cmp_rules("Compare", dst, src0, cmp_mode)
         self._same_dtype("Compare", src0, src1)
@@ -186,20 +217,26 @@ class SelectOps:
         lanes = _ALL_LANES[256 // src0.dtype.itemsize]
         strides = (p.src0_blk_stride, p.src0_rep_stride, p.src1_blk_stride, p.src1_rep_stride)
         # the footprints depend on these alone: cached (plain ints only, so bad ones are still checked)
-        key = (src0.dtype, src0.offset, src0.count, src1.offset, src1.count, repeat, strides) \
+        okey = (src0.dtype, src0.offset, src0.count, src1.offset, src1.count, repeat, strides) \
             if type(strides[0]) is int and type(strides[1]) is int and type(strides[2]) is int \
             and type(strides[3]) is int else None
-        offs = _CMP_OFFS.get(key) if key is not None else None
+        offs = _CMP_OFFS.get(okey) if okey is not None else None
         if offs is None:
             offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
                     footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
-            if key is not None:
+            if okey is not None:
                 if len(_CMP_OFFS) > 4096:
                     _CMP_OFFS.clear()
-                _CMP_OFFS[key] = offs
+                _CMP_OFFS[okey] = offs
         n = repeat * len(lanes)
         self._count(max(n // 8, 1), dst)
         self._mask_out("Compare", dst, (src0, src1), offs, n, _CMP[cmp_mode])
+        if key is not None and n:
+            if len(_CMP_PLANS) > 4096:
+                _CMP_PLANS.clear()
+            lo = dst.offset * dst.dtype.itemsize
+            _CMP_PLANS[key] = (n, (span_of(src0, offs[0])[1:], span_of(src1, offs[1])[1:], (lo, lo + -(-n // 8))),
+                               (as_index(offs[0]), as_index(offs[1])))
 
     def compares(self, dst, src0, src1_scalar, cmp_mode: str, *args):
         """``Compares(dst, src0, scalar, cmpMode, count)`` or level-0 with ``(mask, repeatTime,
