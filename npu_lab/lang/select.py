@@ -150,6 +150,25 @@ def _user_keep(words: np.ndarray, repeat: int, step: int, per_repeat_words: int,
                            for r in range(repeat)])
 
 
+#: Select's scalar as a 0-d array of dst's dtype, by (type, value, dtype): the same few recur
+_SCALARS: dict = {}
+
+
+def _scalar_as(value, dtype) -> np.ndarray:
+    """``np.asarray(value).astype(dtype)``, cached for plain non-zero, non-NaN ints and floats
+    (0.0 and -0.0 are equal keys with different bits; NaN never equals itself)."""
+    if (value.__class__ is float or value.__class__ is int) and value and value == value:
+        key = (value.__class__, value, dtype)
+        known = _SCALARS.get(key)
+        if known is None:
+            if len(_SCALARS) > 1024:
+                _SCALARS.clear()
+            known = _SCALARS[key] = np.asarray(value).astype(dtype)
+            known.flags.writeable = False
+        return known
+    return np.asarray(value).astype(dtype)
+
+
 _SEL_MODES = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)
 
 
@@ -327,12 +346,14 @@ class SelectOps:
         if self.timing_only:
             return
         lo = sel_mask.offset * sel_mask.dtype.itemsize       # the mask's bytes, as uint8
-        bits = unpack_bits(sel_mask.region.storage[lo:lo + mask_bytes], mask_bits)
+        # unpack_bits of those bytes (mask_bits <= 8 * mask_bytes): 0/1 bytes are valid booleans
+        bits = np.unpackbits(sel_mask.region.storage[lo:lo + mask_bytes], count=mask_bits,
+                             bitorder="little").view(bool)
         if sel_mode == SELMODE.VSEL_CMPMASK_SPR:
             bits = np.resize(bits, n)
         out = dst.data[:n]
         if scalar_mode:
-            other = np.asarray(src1).astype(dst.dtype)
+            other = _scalar_as(src1, dst.dtype)
         elif _same_view(src1, dst, n):       # dst is src1: only the src0 lanes change
             np.putmask(out, bits, src0.data[:n])     # src0 has dst's dtype: no cast either way
             return
@@ -340,7 +361,7 @@ class SelectOps:
             other = src1.data[:n]
         if _same_view(src0, dst, n):         # dst is src0: only the other lanes change
             if other.dtype == out.dtype:     # putmask = copyto(where=) without casting, faster
-                np.putmask(out, ~bits, other)
+                np.putmask(out, np.invert(bits, out=bits), other)     # bits is ours: invert in place
             else:
                 np.copyto(out, other, where=~bits)
         else:
