@@ -108,7 +108,7 @@ class ReduceOps:
                 _WHOLE_PLANS[key] = plan
         else:
             _need_result(dst, plan[2])     # its address alignment is not part of the key
-        repeat, n_lanes, width, stride, src_at, src_span, dst_span, rows, lane_index, base = plan
+        repeat, n_lanes, width, stride, src_at, src_span, dst_span, rows, lane_index, result_at = plan
         self._vec(name, "reduce", repeat * 256, [(src, *src_span)], [(dst, *dst_span)],
                   repeat * n_lanes, repeats=repeat)
         if self.timing_only or repeat == 0:
@@ -124,18 +124,18 @@ class ReduceOps:
             words[(rows * stride * size) // 4] = index.astype(np.uint32)
             return
         out = dst.data
-        v_at, i_at = {ReduceOrder.ORDER_VALUE_INDEX: (0, 1), ReduceOrder.ORDER_INDEX_VALUE: (1, 0),
-                      ReduceOrder.ORDER_ONLY_VALUE: (0, None)}[order]
-        out[base + v_at] = values
+        v_at, i_at = result_at   # where the values and the indices go (None: no indices)
+        out[v_at] = values
         if i_at is not None:
-            out.view(idx_dtype)[base + i_at] = index.astype(idx_dtype)
+            out.view(idx_dtype)[i_at] = index.astype(idx_dtype)
 
     def _whole_arg_plan(self, name, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride,
                         src_rep_stride, order) -> tuple:
         """Check a WholeReduceMax/Min call; returns (repeat, lanes per repeat, result width, dst
-        stride, src index, src span, dst span, repeat numbers, lane numbers, result offsets) — a
-        function of the arguments and the operands' dtypes, offsets and counts (dst's address
-        alignment aside: ``_whole_arg`` checks it on every call)."""
+        stride, src index, src span, dst span, repeat numbers, lane numbers, (value offsets, index
+        offsets or None) or None for ORDER_ONLY_INDEX) — a function of the arguments and the
+        operands' dtypes, offsets and counts (dst's address alignment aside: ``_whole_arg`` checks
+        it on every call)."""
         orders = (ReduceOrder.ORDER_VALUE_INDEX, ReduceOrder.ORDER_INDEX_VALUE, ReduceOrder.ORDER_ONLY_VALUE,
                   ReduceOrder.ORDER_ONLY_INDEX)
         if order not in orders:
@@ -158,8 +158,14 @@ class ReduceOps:
             raise AscendCRuleError(f"{name}: {repeat} results of {width} {dst.dtype.name} each with "
                                    f"dst_rep_stride={dst_rep_stride} run past '{dst.name}' ({dst.count} elements)")
         rows = np.arange(repeat)
+        if order == ReduceOrder.ORDER_ONLY_INDEX:
+            at = None
+        else:
+            v_at, i_at = {ReduceOrder.ORDER_VALUE_INDEX: (0, 1), ReduceOrder.ORDER_INDEX_VALUE: (1, 0),
+                          ReduceOrder.ORDER_ONLY_VALUE: (0, None)}[order]
+            at = (rows * stride + v_at, None if i_at is None else rows * stride + i_at)
         return (repeat, len(lanes), width, stride, as_index(src_off), span_of(src, src_off)[1:],
-                span_of(dst, dst_off)[1:], rows, np.asarray(lanes, dtype=np.int64), rows * stride)
+                span_of(dst, dst_off)[1:], rows, np.asarray(lanes, dtype=np.int64), at)
 
     def whole_reduce_sum(self, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride):
         """``WholeReduceSum``: one sum per repeat, written every ``dst_rep_stride`` elements."""

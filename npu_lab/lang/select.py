@@ -31,7 +31,8 @@ import numpy as np
 
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
-from .vector import BinaryRepeatParams, UnaryRepeatParams, _whole, as_index, footprint, need_local, span_of
+from .vector import (BinaryRepeatParams, UnaryRepeatParams, _scalar_as, _whole, as_index, footprint, need_local,
+                     span_of)
 
 _CMP = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
         "NE": np.not_equal}
@@ -148,25 +149,6 @@ def _user_keep(words: np.ndarray, repeat: int, step: int, per_repeat_words: int,
         return unpack_bits(words[:repeat * step], repeat * lanes)      # patterns back to back
     return np.concatenate([unpack_bits(words[r * step:r * step + per_repeat_words], lanes)
                            for r in range(repeat)])
-
-
-#: Select's scalar as a 0-d array of dst's dtype, by (type, value, dtype): the same few recur
-_SCALARS: dict = {}
-
-
-def _scalar_as(value, dtype) -> np.ndarray:
-    """``np.asarray(value).astype(dtype)``, cached for plain non-zero, non-NaN ints and floats
-    (0.0 and -0.0 are equal keys with different bits; NaN never equals itself)."""
-    if (value.__class__ is float or value.__class__ is int) and value and value == value:
-        key = (value.__class__, value, dtype)
-        known = _SCALARS.get(key)
-        if known is None:
-            if len(_SCALARS) > 1024:
-                _SCALARS.clear()
-            known = _SCALARS[key] = np.asarray(value).astype(dtype)
-            known.flags.writeable = False
-        return known
-    return np.asarray(value).astype(dtype)
 
 
 _SEL_MODES = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)

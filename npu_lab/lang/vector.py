@@ -244,6 +244,25 @@ def _plan_key(name, dst, srcs, mask, repeat_time, strides):
     return tuple(key)
 
 
+#: an instruction's scalar (Adds, Select, ...) as a 0-d array of the operand dtype, by (type, value, dtype): the same few recur
+_SCALARS: dict = {}
+
+
+def _scalar_as(value, dtype) -> np.ndarray:
+    """``np.asarray(value).astype(dtype)``, cached for plain non-zero, non-NaN ints and floats
+    (0.0 and -0.0 are equal keys with different bits; NaN never equals itself)."""
+    if (value.__class__ is float or value.__class__ is int) and value and value == value:
+        key = (value.__class__, value, dtype)
+        known = _SCALARS.get(key)
+        if known is None:
+            if len(_SCALARS) > 1024:
+                _SCALARS.clear()
+            known = _SCALARS[key] = np.asarray(value).astype(dtype)
+            known.flags.writeable = False
+        return known
+    return np.asarray(value).astype(dtype)
+
+
 class VectorOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
@@ -430,7 +449,7 @@ class VectorOps:
         need_local(src)
         if src.dtype.kind in "iu" and (not float(scalar).is_integer()):
             raise AscendCRuleError(f"{name} on {src.dtype.name} takes an integer scalar, got {scalar!r}")
-        value = np.asarray(scalar).astype(src.dtype)
+        value = _scalar_as(scalar, src.dtype)
         self._dispatch(name, "simple", lambda x: fn(x, value), dst, (src,), args, UnaryRepeatParams)
 
     # ---- unary ----------------------------------------------------------------------------
