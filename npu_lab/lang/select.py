@@ -52,7 +52,7 @@ class SELMODE:
     VSEL_TENSOR_TENSOR_MODE = "VSEL_TENSOR_TENSOR_MODE"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GatherMaskParams:
     """``GatherMaskParams{src0BlockStride, repeatTimes, src0RepeatStride, src1RepeatStride}``
     (strides in 32-byte blocks)."""
@@ -62,13 +62,22 @@ class GatherMaskParams:
     src0_repeat_stride: int = 8
     src1_repeat_stride: int = 8
 
+    def __init__(self, src0_block_stride=1, repeat_times=0, src0_repeat_stride=8, src1_repeat_stride=8):
+        # see BinaryRepeatParams.__init__ (one per instruction: the frozen __init__ is slow)
+        self.__dict__.update(src0_block_stride=src0_block_stride, repeat_times=repeat_times,
+                             src0_repeat_stride=src0_repeat_stride, src1_repeat_stride=src1_repeat_stride)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class BrcbRepeatParams:
     """``BrcbRepeatParams(dstBlkStride, dstRepStride)`` (32-byte blocks)."""
 
     dst_blk_stride: int = 1
     dst_rep_stride: int = 8
+
+    def __init__(self, dst_blk_stride=1, dst_rep_stride=8):
+        # see BinaryRepeatParams.__init__
+        self.__dict__.update(dst_blk_stride=dst_blk_stride, dst_rep_stride=dst_rep_stride)
 
 
 #: UB the library's Select (modes 1, 2) and, on the 310P, Brcb keep for themselves (Select.md, Brcb.md)

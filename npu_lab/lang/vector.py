@@ -37,7 +37,7 @@ BLOCKS_PER_REPEAT = 8
 BLOCK_BYTES = 32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class BinaryRepeatParams:
     """``BinaryRepeatParams{dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride,
     src0RepStride, src1RepStride}`` (32-byte blocks)."""
@@ -49,8 +49,16 @@ class BinaryRepeatParams:
     src0_rep_stride: int = 8
     src1_rep_stride: int = 8
 
+    def __init__(self, dst_blk_stride=1, src0_blk_stride=1, src1_blk_stride=1, dst_rep_stride=8,
+                 src0_rep_stride=8, src1_rep_stride=8):
+        # the generated frozen __init__ sets each field through object.__setattr__: twice as slow,
+        # and kernels build one of these per instruction
+        self.__dict__.update(dst_blk_stride=dst_blk_stride, src0_blk_stride=src0_blk_stride,
+                             src1_blk_stride=src1_blk_stride, dst_rep_stride=dst_rep_stride,
+                             src0_rep_stride=src0_rep_stride, src1_rep_stride=src1_rep_stride)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class UnaryRepeatParams:
     """``UnaryRepeatParams{dstBlkStride, srcBlkStride, dstRepStride, srcRepStride}`` (32-byte blocks)."""
 
@@ -58,6 +66,11 @@ class UnaryRepeatParams:
     src_blk_stride: int = 1
     dst_rep_stride: int = 8
     src_rep_stride: int = 8
+
+    def __init__(self, dst_blk_stride=1, src_blk_stride=1, dst_rep_stride=8, src_rep_stride=8):
+        # see BinaryRepeatParams.__init__
+        self.__dict__.update(dst_blk_stride=dst_blk_stride, src_blk_stride=src_blk_stride,
+                             dst_rep_stride=dst_rep_stride, src_rep_stride=src_rep_stride)
 
 
 @dataclass(frozen=True)
