@@ -73,7 +73,7 @@ class UnaryRepeatParams:
                              dst_rep_stride=dst_rep_stride, src_rep_stride=src_rep_stride)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CopyRepeatParams:
     """``CopyRepeatParams{dstStride, srcStride, dstRepeatSize, srcRepeatSize}`` (32-byte blocks)."""
 
@@ -81,6 +81,11 @@ class CopyRepeatParams:
     src_stride: int = 1
     dst_repeat_size: int = 8
     src_repeat_size: int = 8
+
+    def __init__(self, dst_stride=1, src_stride=1, dst_repeat_size=8, src_repeat_size=8):
+        # see BinaryRepeatParams.__init__
+        self.__dict__.update(dst_stride=dst_stride, src_stride=src_stride, dst_repeat_size=dst_repeat_size,
+                             src_repeat_size=src_repeat_size)
 
 
 class RoundMode:
