@@ -256,6 +256,14 @@ def _plan_key(name, dst, srcs, mask, repeat_time, strides):
     for b, r in strides:
         if type(b) is not int or type(r) is not int:
             return None
+    if len(srcs) == 2:          # the common shapes, without a list
+        a, b = srcs
+        return (name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count,
+                a.dtype, a.offset, a.count, b.dtype, b.offset, b.count)
+    if len(srcs) == 1:
+        a = srcs[0]
+        return (name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count,
+                a.dtype, a.offset, a.count)
     key = [name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count]
     for t in srcs:
         key += (t.dtype, t.offset, t.count)
@@ -343,11 +351,17 @@ class VectorOps:
                     _PLANS.clear()
                 _PLANS[key] = plan
         repeat, elements, src_spans, dst_lo, dst_hi, src_at, dst_at = plan
-        self._vec(name, kind, repeat * 256, [(t, lo, hi) for t, (lo, hi) in zip(srcs, src_spans)],
-                  [(dst, dst_lo, dst_hi)], elements, repeats=repeat)
+        if len(srcs) == 1:
+            reads = [(srcs[0], *src_spans[0])]
+        else:
+            reads = [(t, lo, hi) for t, (lo, hi) in zip(srcs, src_spans)]
+        self._vec(name, kind, repeat * 256, reads, [(dst, dst_lo, dst_hi)], elements, repeats=repeat)
         if self.timing_only or repeat == 0:
             return
-        result = fn(*[t.data[at] for t, at in zip(srcs, src_at)])   # errstate: see launch
+        if len(srcs) == 2:
+            result = fn(srcs[0].data[src_at[0]], srcs[1].data[src_at[1]])   # errstate: see launch
+        else:
+            result = fn(*[t.data[at] for t, at in zip(srcs, src_at)])
         if result.__class__ is not np.ndarray or result.dtype != dst.dtype:
             result = np.asarray(result).astype(dst.dtype, copy=False)
         dst.data[dst_at] = result
