@@ -108,7 +108,7 @@ class ReduceOps:
                 _WHOLE_PLANS[key] = plan
         else:
             _need_result(dst, plan[2])     # its address alignment is not part of the key
-        repeat, n_lanes, width, stride, src_at, src_span, dst_span, rows, lane_index, result_at = plan
+        repeat, n_lanes, _, stride, src_at, src_span, dst_span, rows, lane_index, result_at = plan
         self._vec(name, "reduce", repeat * 256, [(src, *src_span)], [(dst, *dst_span)],
                   repeat * n_lanes, repeats=repeat)
         if self.timing_only or repeat == 0:

@@ -31,8 +31,16 @@ import numpy as np
 
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
-from .vector import (BinaryRepeatParams, UnaryRepeatParams, _scalar_as, _whole, as_index, footprint, need_local,
-                     span_of)
+from .vector import (
+    BinaryRepeatParams,
+    UnaryRepeatParams,
+    _scalar_as,
+    _whole,
+    as_index,
+    footprint,
+    need_local,
+    span_of,
+)
 
 _CMP = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
         "NE": np.not_equal}

@@ -23,6 +23,7 @@ run; a timing-only run charges the same time.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -270,14 +271,15 @@ def _plan_key(name, dst, srcs, mask, repeat_time, strides):
     return tuple(key)
 
 
-#: an instruction's scalar (Adds, Select, ...) as a 0-d array of the operand dtype, by (type, value, dtype): the same few recur
+#: an instruction's scalar (Adds, Select, ...) as a 0-d array of the operand dtype, by (type, value,
+#: dtype): the same few recur
 _SCALARS: dict = {}
 
 
 def _scalar_as(value, dtype) -> np.ndarray:
     """``np.asarray(value).astype(dtype)``, cached for plain non-zero, non-NaN ints and floats
     (0.0 and -0.0 are equal keys with different bits; NaN never equals itself)."""
-    if (value.__class__ is float or value.__class__ is int) and value and value == value:
+    if (value.__class__ is int or value.__class__ is float and not math.isnan(value)) and value:
         key = (value.__class__, value, dtype)
         known = _SCALARS.get(key)
         if known is None:
