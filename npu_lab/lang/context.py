@@ -260,20 +260,35 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         of data: a block whose stream equals its class representative's has the representative's
         timeline, races included. Use after free is not timing: still raised here. Returns (0, 0)."""
         spans = []
-        for items in (reads, writes):
-            for item in items:
-                if item.__class__ is tuple:
-                    t, lo, hi = item
-                else:
-                    t = item
-                    size = t.dtype.itemsize
-                    lo = t.offset * size
-                    hi = lo + t.count * size
-                r = t.region
-                if r.freed:
-                    self._freed(name, t)
-                spans.append((r.offset_bytes + lo, r.offset_bytes + hi))
-            spans.append(None)
+        add = spans.append
+        for item in reads:
+            if item.__class__ is tuple:
+                t, lo, hi = item
+            else:
+                t = item
+                size = t.dtype.itemsize
+                lo = t.offset * size
+                hi = lo + t.count * size
+            r = t.region
+            if r.freed:
+                self._freed(name, t)
+            base = r.offset_bytes
+            add((base + lo, base + hi))
+        add(None)
+        for item in writes:
+            if item.__class__ is tuple:
+                t, lo, hi = item
+            else:
+                t = item
+                size = t.dtype.itemsize
+                lo = t.offset * size
+                hi = lo + t.count * size
+            r = t.region
+            if r.freed:
+                self._freed(name, t)
+            base = r.offset_bytes
+            add((base + lo, base + hi))
+        add(None)
         self.stream.append((pipe, name, cost_cycles, nbytes, elements, tuple(spans)))
         return 0.0, 0.0
 

@@ -147,7 +147,8 @@ class DmaOps:
             self._data_copy_blocks(pipe, gm, local, count_or_params)
             return
         count = count_or_params
-        if isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral) or count < 1:
+        if type(count) is not int and (isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral)) \
+                or count < 1:
             raise AscendCRuleError(f"data_copy count must be a whole number of elements >= 1 (or a "
                                    f"DataCopyParams), got {count!r}")
         count = int(count)

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .errors import AscendCRuleError
-from .vector import _whole, footprint, lanes_of, need_local, span_of
+from .vector import _whole, as_index, footprint, lanes_of, need_local, span_of
 
 
 class ReduceOrder:
@@ -67,6 +67,10 @@ def _need_result(dst, elements: int) -> None:
     need_local(dst, align=elements * dst.dtype.itemsize)
 
 
+#: checked WholeReduceMax/Min calls (see ReduceOps._whole_arg)
+_WHOLE_PLANS: dict = {}
+
+
 class ReduceOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
@@ -87,6 +91,51 @@ class ReduceOps:
         need_local(src)
         self._check_float(name, src)
         self._same_dtype(name, dst, src)
+        key = None
+        if type(mask) is int and type(repeat_time) is int and type(dst_rep_stride) is int \
+                and type(src_blk_stride) is int and type(src_rep_stride) is int and order.__class__ is str:
+            key = (name, self.hw.isa, order, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride,
+                   src.dtype, src.offset, src.count, dst.dtype, dst.offset, dst.count)
+            plan = _WHOLE_PLANS.get(key)
+        else:
+            plan = None
+        if plan is None:
+            plan = self._whole_arg_plan(name, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride,
+                                        src_rep_stride, order)
+            if key is not None:
+                if len(_WHOLE_PLANS) > 4096:
+                    _WHOLE_PLANS.clear()
+                _WHOLE_PLANS[key] = plan
+        else:
+            _need_result(dst, plan[2])     # its address alignment is not part of the key
+        repeat, n_lanes, _, stride, src_at, src_span, dst_span, rows, lane_index, result_at = plan
+        self._vec(name, "reduce", repeat * 256, [(src, *src_span)], [(dst, *dst_span)],
+                  repeat * n_lanes, repeats=repeat)
+        if self.timing_only or repeat == 0:
+            return
+        block = src.data[src_at].reshape(repeat, n_lanes)
+        pos = argfn(block, axis=1)                       # first occurrence: lowest index on ties
+        values = block[rows, pos]
+        index = lane_index[pos]
+        size = src.dtype.itemsize
+        idx_dtype = _INDEX_DTYPE[size]
+        if order == ReduceOrder.ORDER_ONLY_INDEX:
+            words = dst.reinterpret_cast(np.uint32).data       # the index is 32-bit here
+            words[(rows * stride * size) // 4] = index.astype(np.uint32)
+            return
+        out = dst.data
+        v_at, i_at = result_at   # where the values and the indices go (None: no indices)
+        out[v_at] = values
+        if i_at is not None:
+            out.view(idx_dtype)[i_at] = index.astype(idx_dtype)
+
+    def _whole_arg_plan(self, name, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride,
+                        src_rep_stride, order) -> tuple:
+        """Check a WholeReduceMax/Min call; returns (repeat, lanes per repeat, result width, dst
+        stride, src index, src span, dst span, repeat numbers, lane numbers, (value offsets, index
+        offsets or None) or None for ORDER_ONLY_INDEX) — a function of the arguments and the
+        operands' dtypes, offsets and counts (dst's address alignment aside: ``_whole_arg`` checks
+        it on every call)."""
         orders = (ReduceOrder.ORDER_VALUE_INDEX, ReduceOrder.ORDER_INDEX_VALUE, ReduceOrder.ORDER_ONLY_VALUE,
                   ReduceOrder.ORDER_ONLY_INDEX)
         if order not in orders:
@@ -108,27 +157,15 @@ class ReduceOps:
         if len(dst_off) and dst_off.max() >= dst.count:
             raise AscendCRuleError(f"{name}: {repeat} results of {width} {dst.dtype.name} each with "
                                    f"dst_rep_stride={dst_rep_stride} run past '{dst.name}' ({dst.count} elements)")
-        self._vec(name, "reduce", repeat * 256, [span_of(src, src_off)], [span_of(dst, dst_off)],
-                  repeat * len(lanes), repeats=repeat)
-        if self.timing_only or repeat == 0:
-            return
-        block = src.data[src_off].reshape(repeat, len(lanes))
-        pos = argfn(block, axis=1)                       # first occurrence: lowest index on ties
-        values = block[np.arange(repeat), pos]
-        index = np.asarray(lanes, dtype=np.int64)[pos]
-        out = dst.data
-        idx_dtype = _INDEX_DTYPE[size]
+        rows = np.arange(repeat)
         if order == ReduceOrder.ORDER_ONLY_INDEX:
-            words = dst.reinterpret_cast(np.uint32).data       # the index is 32-bit here
-            words[(np.arange(repeat) * stride * size) // 4] = index.astype(np.uint32)
-            return
-        out_bits = out.view(idx_dtype)
-        v_at, i_at = {ReduceOrder.ORDER_VALUE_INDEX: (0, 1), ReduceOrder.ORDER_INDEX_VALUE: (1, 0),
-                      ReduceOrder.ORDER_ONLY_VALUE: (0, None)}[order]
-        base = np.arange(repeat) * stride
-        out[base + v_at] = values
-        if i_at is not None:
-            out_bits[base + i_at] = index.astype(idx_dtype)
+            at = None
+        else:
+            v_at, i_at = {ReduceOrder.ORDER_VALUE_INDEX: (0, 1), ReduceOrder.ORDER_INDEX_VALUE: (1, 0),
+                          ReduceOrder.ORDER_ONLY_VALUE: (0, None)}[order]
+            at = (rows * stride + v_at, None if i_at is None else rows * stride + i_at)
+        return (repeat, len(lanes), width, stride, as_index(src_off), span_of(src, src_off)[1:],
+                span_of(dst, dst_off)[1:], rows, np.asarray(lanes, dtype=np.int64), at)
 
     def whole_reduce_sum(self, dst, src, mask, repeat_time, dst_rep_stride, src_blk_stride, src_rep_stride):
         """``WholeReduceSum``: one sum per repeat, written every ``dst_rep_stride`` elements."""

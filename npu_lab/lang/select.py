@@ -31,7 +31,16 @@ import numpy as np
 
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
-from .vector import BinaryRepeatParams, UnaryRepeatParams, _whole, as_index, footprint, need_local, span_of
+from .vector import (
+    BinaryRepeatParams,
+    UnaryRepeatParams,
+    _scalar_as,
+    _whole,
+    as_index,
+    footprint,
+    need_local,
+    span_of,
+)
 
 _CMP = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
         "NE": np.not_equal}
@@ -51,7 +60,7 @@ class SELMODE:
     VSEL_TENSOR_TENSOR_MODE = "VSEL_TENSOR_TENSOR_MODE"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GatherMaskParams:
     """``GatherMaskParams{src0BlockStride, repeatTimes, src0RepeatStride, src1RepeatStride}``
     (strides in 32-byte blocks)."""
@@ -61,13 +70,22 @@ class GatherMaskParams:
     src0_repeat_stride: int = 8
     src1_repeat_stride: int = 8
 
+    def __init__(self, src0_block_stride=1, repeat_times=0, src0_repeat_stride=8, src1_repeat_stride=8):
+        # see BinaryRepeatParams.__init__ (one per instruction: the frozen __init__ is slow)
+        self.__dict__.update(src0_block_stride=src0_block_stride, repeat_times=repeat_times,
+                             src0_repeat_stride=src0_repeat_stride, src1_repeat_stride=src1_repeat_stride)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class BrcbRepeatParams:
     """``BrcbRepeatParams(dstBlkStride, dstRepStride)`` (32-byte blocks)."""
 
     dst_blk_stride: int = 1
     dst_rep_stride: int = 8
+
+    def __init__(self, dst_blk_stride=1, dst_rep_stride=8):
+        # see BinaryRepeatParams.__init__
+        self.__dict__.update(dst_blk_stride=dst_blk_stride, dst_rep_stride=dst_rep_stride)
 
 
 #: UB the library's Select (modes 1, 2) and, on the 310P, Brcb keep for themselves (Select.md, Brcb.md)
@@ -107,6 +125,29 @@ _MASK_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
 
 #: every lane of a 256-byte repeat, per lane count (GatherMask's normal mode reads whole repeats)
 _ALL_LANES = {64: tuple(range(64)), 128: tuple(range(128))}
+#: footprints of level-0 Compare sources and Brcb destinations, by operand place and strides: the
+#: same call recurs every tile (the arrays are cached by _footprint, so they stay the same objects)
+_CMP_OFFS: dict = {}
+#: level-0 Compare calls that passed every check, by _compare_key: (elements, spans, indices)
+_CMP_PLANS: dict = {}
+
+
+def _compare_key(isa, dst, src0, src1, cmp_mode, args):
+    """The _CMP_PLANS key of a level-0 Compare (None unless every argument is plain: LocalTensors,
+    a str mode, int mask / repeat / strides — anything else takes the checked path)."""
+    if len(args) != 3 or dst.__class__ is not LocalTensor or src0.__class__ is not LocalTensor \
+            or src1.__class__ is not LocalTensor or cmp_mode.__class__ is not str:
+        return None
+    mask, repeat_time, p = args
+    if type(mask) is not int or type(repeat_time) is not int or p.__class__ is not BinaryRepeatParams:
+        return None
+    strides = (p.src0_blk_stride, p.src0_rep_stride, p.src1_blk_stride, p.src1_rep_stride)
+    if type(strides[0]) is not int or type(strides[1]) is not int or type(strides[2]) is not int \
+            or type(strides[3]) is not int:
+        return None
+    return (isa, cmp_mode, mask, repeat_time, strides, dst.dtype, dst.offset, dst.count,
+            src0.dtype, src0.offset, src0.count, src1.dtype, src1.offset, src1.count)
+_BRCB_DST: dict = {}
 
 
 def _same_view(a, b, n: int) -> bool:
@@ -125,6 +166,9 @@ def _user_keep(words: np.ndarray, repeat: int, step: int, per_repeat_words: int,
         return unpack_bits(words[:repeat * step], repeat * lanes)      # patterns back to back
     return np.concatenate([unpack_bits(words[r * step:r * step + per_repeat_words], lanes)
                            for r in range(repeat)])
+
+
+_SEL_MODES = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)
 
 
 class SelectOps:
@@ -161,6 +205,18 @@ class SelectOps:
     def compare(self, dst, src0, src1, cmp_mode: str, *args):
         """``Compare(dst, src0, src1, cmpMode, count)`` or level-0 ``Compare(dst, src0, src1,
         cmpMode, mask, repeatTime, BinaryRepeatParams)``: dst bits = src0 <mode> src1."""
+        key = _compare_key(self.hw.isa, dst, src0, src1, cmp_mode, args)
+        plan = _CMP_PLANS.get(key) if key is not None else None
+        if plan is not None:        # checked before: only the operands' UB alignment can differ
+            need_local(src1)
+            need_local(dst, src0)
+            n, spans, idx = plan
+            self._vec("Compare", "simple", n * src0.dtype.itemsize,
+                      [(src0, *spans[0]), (src1, *spans[1])], [(dst, *spans[2])], n)
+            if not self.timing_only:
+                bits = _CMP[cmp_mode](src0.data[idx[0]], src1.data[idx[1]])
+                dst.region.storage[spans[2][0]:spans[2][1]] = np.packbits(bits, bitorder="little")
+            return
         need_local(src1)
         self._cmp_rules("Compare", dst, src0, cmp_mode)
         self._same_dtype("Compare", src0, src1)
@@ -168,8 +224,7 @@ class SelectOps:
             n = self._cmp_count("Compare", args[0], src0)
             self._count(n, src0, src1)
             self._count(n // 8, dst)
-            self._mask_out("Compare", dst, (src0, src1), [slice(0, n)] * 2, n,
-                           lambda a, b: _CMP[cmp_mode](a, b))
+            self._mask_out("Compare", dst, (src0, src1), [slice(0, n)] * 2, n, _CMP[cmp_mode])
             return
         if len(args) != 3 or not isinstance(args[2], BinaryRepeatParams):
             raise TypeError("compare takes (dst, src0, src1, mode, count) or (..., mode, mask, "
@@ -177,12 +232,29 @@ class SelectOps:
         mask, repeat_time, p = args
         self._full_mask("Compare", mask, src0)
         repeat = self._check_repeat(repeat_time)
-        lanes = tuple(range(256 // src0.dtype.itemsize))
-        offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
-                footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
+        lanes = _ALL_LANES[256 // src0.dtype.itemsize]
+        strides = (p.src0_blk_stride, p.src0_rep_stride, p.src1_blk_stride, p.src1_rep_stride)
+        # the footprints depend on these alone: cached (plain ints only, so bad ones are still checked)
+        okey = (src0.dtype, src0.offset, src0.count, src1.offset, src1.count, repeat, strides) \
+            if type(strides[0]) is int and type(strides[1]) is int and type(strides[2]) is int \
+            and type(strides[3]) is int else None
+        offs = _CMP_OFFS.get(okey) if okey is not None else None
+        if offs is None:
+            offs = [footprint(src0, lanes, repeat, p.src0_blk_stride, p.src0_rep_stride, "src0"),
+                    footprint(src1, lanes, repeat, p.src1_blk_stride, p.src1_rep_stride, "src1")]
+            if okey is not None:
+                if len(_CMP_OFFS) > 4096:
+                    _CMP_OFFS.clear()
+                _CMP_OFFS[okey] = offs
         n = repeat * len(lanes)
         self._count(max(n // 8, 1), dst)
-        self._mask_out("Compare", dst, (src0, src1), offs, n, lambda a, b: _CMP[cmp_mode](a, b))
+        self._mask_out("Compare", dst, (src0, src1), offs, n, _CMP[cmp_mode])
+        if key is not None and n:
+            if len(_CMP_PLANS) > 4096:
+                _CMP_PLANS.clear()
+            lo = dst.offset * dst.dtype.itemsize
+            _CMP_PLANS[key] = (n, (span_of(src0, offs[0])[1:], span_of(src1, offs[1])[1:], (lo, lo + -(-n // 8))),
+                               (as_index(offs[0]), as_index(offs[1])))
 
     def compares(self, dst, src0, src1_scalar, cmp_mode: str, *args):
         """``Compares(dst, src0, scalar, cmpMode, count)`` or level-0 with ``(mask, repeatTime,
@@ -220,21 +292,29 @@ class SelectOps:
 
     def _mask_out(self, name, dst, srcs, offs, n, fn):
         """``offs``: per source, its footprint (element offsets) or a slice of its first n."""
-        self._vec(f"{name}", "simple", n * srcs[0].dtype.itemsize,
-                  [(t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize) if o.__class__ is slice
-                   else span_of(t, o) for t, o in zip(srcs, offs)],
-                  [(dst, dst.byte_offset, dst.byte_offset + -(-n // 8))], n)
+        reads = []
+        for t, o in zip(srcs, offs):
+            if o.__class__ is slice:
+                size = t.dtype.itemsize
+                reads.append((t, t.offset * size, (t.offset + n) * size))
+            else:
+                reads.append(span_of(t, o))
+        lo = dst.offset * dst.dtype.itemsize
+        self._vec(name, "simple", n * srcs[0].dtype.itemsize, reads, [(dst, lo, lo + -(-n // 8))], n)
         if self.timing_only:
             return
-        bits = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs)))
-        dst.data.view(np.uint8)[: -(-n // 8)] = pack_bits(bits)
+        bits = fn(*[t.data[as_index(o)] for t, o in zip(srcs, offs)])
+        # dst is uint8 / int8 (_cmp_rules) and holds the bytes (_count): write its storage bytes
+        packed = np.packbits(bits, bitorder="little") if bits.__class__ is np.ndarray and bits.dtype == bool \
+            else pack_bits(bits)
+        dst.region.storage[lo:lo + -(-n // 8)] = packed
 
     def select(self, dst, sel_mask, src0, src1, sel_mode: str, count):
         """``Select(dst, selMask, src0, src1, selMode, count)``: dst = bit ? src0 : src1 (src1 a
         tensor in VSEL_TENSOR_TENSOR_MODE / VSEL_CMPMASK_SPR, a scalar in
         VSEL_TENSOR_SCALAR_MODE)."""
         need_local(dst, sel_mask, src0)
-        modes = (SELMODE.VSEL_CMPMASK_SPR, SELMODE.VSEL_TENSOR_SCALAR_MODE, SELMODE.VSEL_TENSOR_TENSOR_MODE)
+        modes = _SEL_MODES
         if sel_mode not in modes:
             raise AscendCRuleError(f"select mode must be a SELMODE ({', '.join(modes)}), got {sel_mode!r}")
         self._check_float("Select", dst, src0)
@@ -256,26 +336,33 @@ class SelectOps:
             raise AscendCRuleError(f"Select over {n} elements consumes {mask_bits} mask bits; '{sel_mask.name}' "
                                    f"holds only {sel_mask.nbytes * 8}")
         size = dst.dtype.itemsize
-        reads = [(sel_mask, sel_mask.byte_offset, sel_mask.byte_offset + mask_bytes),
-                 (src0, src0.byte_offset, src0.byte_offset + n * size)]
+        lo = sel_mask.offset * sel_mask.dtype.itemsize
+        reads = [(sel_mask, lo, lo + mask_bytes), (src0, src0.offset * size, (src0.offset + n) * size)]
         if not scalar_mode:
-            reads.append((src1, src1.byte_offset, src1.byte_offset + n * size))
-        self._vec("Select", "simple", n * size, reads, [(dst, dst.byte_offset, dst.byte_offset + n * size)], n)
+            lo = src1.offset * src1.dtype.itemsize
+            reads.append((src1, lo, lo + n * size))
+        self._vec("Select", "simple", n * size, reads, [(dst, dst.offset * size, (dst.offset + n) * size)], n)
         if self.timing_only:
             return
-        bits = unpack_bits(sel_mask.data, mask_bits)
+        lo = sel_mask.offset * sel_mask.dtype.itemsize       # the mask's bytes, as uint8
+        # unpack_bits of those bytes (mask_bits <= 8 * mask_bytes): 0/1 bytes are valid booleans
+        bits = np.unpackbits(sel_mask.region.storage[lo:lo + mask_bytes], count=mask_bits,
+                             bitorder="little").view(bool)
         if sel_mode == SELMODE.VSEL_CMPMASK_SPR:
             bits = np.resize(bits, n)
         out = dst.data[:n]
         if scalar_mode:
-            other = np.asarray(src1).astype(dst.dtype)
+            other = _scalar_as(src1, dst.dtype)
         elif _same_view(src1, dst, n):       # dst is src1: only the src0 lanes change
-            np.copyto(out, src0.data[:n], where=bits)
+            np.putmask(out, bits, src0.data[:n])     # src0 has dst's dtype: no cast either way
             return
         else:
             other = src1.data[:n]
         if _same_view(src0, dst, n):         # dst is src0: only the other lanes change
-            np.copyto(out, other, where=~bits)
+            if other.dtype == out.dtype:     # putmask = copyto(where=) without casting, faster
+                np.putmask(out, np.invert(bits, out=bits), other)     # bits is ours: invert in place
+            else:
+                np.copyto(out, other, where=~bits)
         else:
             out[...] = np.where(bits, src0.data[:n], other)
 
@@ -298,7 +385,9 @@ class SelectOps:
                 raise AscendCRuleError(f"a GatherMask user pattern for {src0.dtype.name} is a {np.dtype(want).name} "
                                        f"tensor of bits; '{src1_pattern.name}' is {src1_pattern.dtype.name}")
         else:
-            if isinstance(src1_pattern, (bool, np.bool_)) or not isinstance(src1_pattern, numbers.Integral) \
+            if type(src1_pattern) is int and src1_pattern in GATHER_PATTERNS:   # the common case
+                pass
+            elif isinstance(src1_pattern, (bool, np.bool_)) or not isinstance(src1_pattern, numbers.Integral) \
                     or src1_pattern not in GATHER_PATTERNS:
                 raise AscendCRuleError(f"GatherMask built-in pattern must be 1..7 (1 even, 2 odd, 3-6 one of "
                                        f"every 4, 7 all), got {src1_pattern!r}")
@@ -371,13 +460,24 @@ class SelectOps:
             self._rule("Brcb: dst_blk_stride=0 is undefined behaviour on the hardware (every block "
                        "written onto the same one); use 1")
         per_block = 32 // dst.dtype.itemsize
-        dst_off = footprint(dst, tuple(range(8 * per_block)), repeat, params.dst_blk_stride,
-                            params.dst_rep_stride, "dst")
+        blk, rep = params.dst_blk_stride, params.dst_rep_stride
+        # the footprint depends on these alone: cached (plain ints only, so bad ones are still checked)
+        key = (dst.dtype, dst.offset, dst.count, repeat, blk, rep) \
+            if type(blk) is int and type(rep) is int else None
+        known = _BRCB_DST.get(key) if key is not None else None
+        if known is None:
+            dst_off = footprint(dst, _ALL_LANES[8 * per_block], repeat, blk, rep, "dst")
+            known = (span_of(dst, dst_off), as_index(dst_off))
+            if key is not None:
+                if len(_BRCB_DST) > 4096:
+                    _BRCB_DST.clear()
+                _BRCB_DST[key] = known
+        (_, dst_lo, dst_hi), at = known
         self._count(max(8 * repeat, 1), src)
-        self._vec("Brcb", "simple", repeat * 256, [(src, src.byte_offset, src.byte_offset + 8 * repeat * src.dtype.itemsize)],
-                  [span_of(dst, dst_off)], 8 * repeat, repeats=repeat)
+        lo = src.offset * src.dtype.itemsize
+        self._vec("Brcb", "simple", repeat * 256, [(src, lo, lo + 8 * repeat * src.dtype.itemsize)],
+                  [(dst, dst_lo, dst_hi)], 8 * repeat, repeats=repeat)
         if not self.timing_only and repeat:
-            at = as_index(dst_off)
             if at.__class__ is slice:        # blocks back to back: fill them as rows of a view
                 dst.data[at].reshape(8 * repeat, per_block)[...] = src.data[:8 * repeat, None]
             else:

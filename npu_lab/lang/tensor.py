@@ -156,7 +156,7 @@ class UbRegion:
 
     ``freed`` is set when its queue slot is released: a tensor used after ``FreeTensor`` raises."""
 
-    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads", "ctx", "freed")
+    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads", "ctx", "freed", "views")
 
     def __init__(self, name: str, offset_bytes: int, nbytes: int, storage: np.ndarray | None, ctx=None):
         self.name = name
@@ -167,6 +167,7 @@ class UbRegion:
         self.reads: list[tuple[int, int, float, str]] = []
         self.ctx = ctx
         self.freed = False
+        self.views: dict = {}   # dtype -> the whole storage seen as it (LocalTensor.data slices it)
 
     @staticmethod
     def conflict(entries, lo: int, hi: int, start: float, pipe: str):
@@ -204,9 +205,10 @@ class LocalTensor:
     ``get_value`` / ``set_value`` scalar UB access. ``.data`` is the numpy view (None when
     timing-only)."""
 
-    __slots__ = ("region", "dtype", "offset", "count")
+    __slots__ = ("region", "dtype", "offset", "count", "_view")
 
     def __init__(self, region: UbRegion, dtype, offset: int = 0, count: int | None = None):
+        self._view = None          # .data, made on first use (a tensor's place never changes)
         self.region = region
         self.dtype = as_dtype(dtype)
         capacity = region.nbytes // self.dtype.itemsize
@@ -237,10 +239,16 @@ class LocalTensor:
     @property
     def data(self) -> np.ndarray | None:
         """The numpy view (None in a timing-only run)."""
-        st = self.region.storage
-        if st is None:
-            return None
-        return st.view(self.dtype)[self.offset:self.offset + self.count]
+        view = self._view
+        if view is None:
+            region = self.region
+            if region.storage is None:
+                return None
+            whole = region.views.get(self.dtype)
+            if whole is None:
+                whole = region.views[self.dtype] = region.storage.view(self.dtype)
+            view = self._view = whole[self.offset:self.offset + self.count]
+        return view
 
     def get_size(self) -> int:
         """``GetSize()``: elements from this address to the end of the buffer."""
@@ -267,6 +275,7 @@ class LocalTensor:
         if type(key) is int and 0 <= key <= self.count:      # the common case: no checks to redo
             view = object.__new__(LocalTensor)
             view.region, view.dtype, view.offset, view.count = self.region, self.dtype, self.offset + key, self.count - key
+            view._view = None
             return view
         off = _offset(key, self.count, self.name)
         return LocalTensor(self.region, self.dtype, self.offset + off, self.count - off)

@@ -23,6 +23,7 @@ run; a timing-only run charges the same time.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ BLOCKS_PER_REPEAT = 8
 BLOCK_BYTES = 32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class BinaryRepeatParams:
     """``BinaryRepeatParams{dstBlkStride, src0BlkStride, src1BlkStride, dstRepStride,
     src0RepStride, src1RepStride}`` (32-byte blocks)."""
@@ -49,8 +50,16 @@ class BinaryRepeatParams:
     src0_rep_stride: int = 8
     src1_rep_stride: int = 8
 
+    def __init__(self, dst_blk_stride=1, src0_blk_stride=1, src1_blk_stride=1, dst_rep_stride=8,
+                 src0_rep_stride=8, src1_rep_stride=8):
+        # the generated frozen __init__ sets each field through object.__setattr__: twice as slow,
+        # and kernels build one of these per instruction
+        self.__dict__.update(dst_blk_stride=dst_blk_stride, src0_blk_stride=src0_blk_stride,
+                             src1_blk_stride=src1_blk_stride, dst_rep_stride=dst_rep_stride,
+                             src0_rep_stride=src0_rep_stride, src1_rep_stride=src1_rep_stride)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class UnaryRepeatParams:
     """``UnaryRepeatParams{dstBlkStride, srcBlkStride, dstRepStride, srcRepStride}`` (32-byte blocks)."""
 
@@ -59,8 +68,13 @@ class UnaryRepeatParams:
     dst_rep_stride: int = 8
     src_rep_stride: int = 8
 
+    def __init__(self, dst_blk_stride=1, src_blk_stride=1, dst_rep_stride=8, src_rep_stride=8):
+        # see BinaryRepeatParams.__init__
+        self.__dict__.update(dst_blk_stride=dst_blk_stride, src_blk_stride=src_blk_stride,
+                             dst_rep_stride=dst_rep_stride, src_rep_stride=src_rep_stride)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class CopyRepeatParams:
     """``CopyRepeatParams{dstStride, srcStride, dstRepeatSize, srcRepeatSize}`` (32-byte blocks)."""
 
@@ -68,6 +82,11 @@ class CopyRepeatParams:
     src_stride: int = 1
     dst_repeat_size: int = 8
     src_repeat_size: int = 8
+
+    def __init__(self, dst_stride=1, src_stride=1, dst_repeat_size=8, src_repeat_size=8):
+        # see BinaryRepeatParams.__init__
+        self.__dict__.update(dst_stride=dst_stride, src_stride=src_stride, dst_repeat_size=dst_repeat_size,
+                             src_repeat_size=src_repeat_size)
 
 
 class RoundMode:
@@ -221,6 +240,57 @@ def span_of(t: LocalTensor, off: np.ndarray):
     return t, base + int(off.min()) * size, base + (int(off.max()) + 1) * size
 
 
+#: checked level-0 instructions (see VectorOps._level0): the same instruction on the same
+#: operand places recurs every tile, and its checks and footprints depend on nothing else
+_PLANS: dict = {}
+
+
+def _plan_key(name, dst, srcs, mask, repeat_time, strides):
+    """The _PLANS key of a level-0 call, or None when an argument is not a plain int (bools,
+    numpy ints and junk take the checked path every time, so every error is still raised)."""
+    if type(repeat_time) is not int:
+        return None
+    if type(mask) is not int:
+        if type(mask) is not list or len(mask) != 2 or type(mask[0]) is not int or type(mask[1]) is not int:
+            return None
+        mask = (mask[0], mask[1])
+    for b, r in strides:
+        if type(b) is not int or type(r) is not int:
+            return None
+    if len(srcs) == 2:          # the common shapes, without a list
+        a, b = srcs
+        return (name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count,
+                a.dtype, a.offset, a.count, b.dtype, b.offset, b.count)
+    if len(srcs) == 1:
+        a = srcs[0]
+        return (name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count,
+                a.dtype, a.offset, a.count)
+    key = [name, mask, repeat_time, tuple(strides), dst.dtype, dst.offset, dst.count]
+    for t in srcs:
+        key += (t.dtype, t.offset, t.count)
+    return tuple(key)
+
+
+#: an instruction's scalar (Adds, Select, ...) as a 0-d array of the operand dtype, by (type, value,
+#: dtype): the same few recur
+_SCALARS: dict = {}
+
+
+def _scalar_as(value, dtype) -> np.ndarray:
+    """``np.asarray(value).astype(dtype)``, cached for plain non-zero, non-NaN ints and floats
+    (0.0 and -0.0 are equal keys with different bits; NaN never equals itself)."""
+    if (value.__class__ is int or value.__class__ is float and not math.isnan(value)) and value:
+        key = (value.__class__, value, dtype)
+        known = _SCALARS.get(key)
+        if known is None:
+            if len(_SCALARS) > 1024:
+                _SCALARS.clear()
+            known = _SCALARS[key] = np.asarray(value).astype(dtype)
+            known.flags.writeable = False
+        return known
+    return np.asarray(value).astype(dtype)
+
+
 class VectorOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
@@ -262,7 +332,10 @@ class VectorOps:
 
     def _same_dtype(self, name, *tensors):
         first = tensors[0].dtype
-        if all(t.dtype == first for t in tensors):
+        for t in tensors:
+            if t.dtype is not first and t.dtype != first:
+                break
+        else:
             return
         dts = {t.dtype for t in tensors}
         if len(dts) > 1:
@@ -271,6 +344,34 @@ class VectorOps:
 
     def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides):
         """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""
+        key = _plan_key(name, dst, srcs, mask, repeat_time, strides)
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is None:
+            plan = self._level0_plan(name, dst, srcs, mask, repeat_time, strides)
+            if key is not None:
+                if len(_PLANS) > 8192:
+                    _PLANS.clear()
+                _PLANS[key] = plan
+        repeat, elements, src_spans, dst_lo, dst_hi, src_at, dst_at = plan
+        if len(srcs) == 1:
+            reads = [(srcs[0], *src_spans[0])]
+        else:
+            reads = [(t, lo, hi) for t, (lo, hi) in zip(srcs, src_spans)]
+        self._vec(name, kind, repeat * 256, reads, [(dst, dst_lo, dst_hi)], elements, repeats=repeat)
+        if self.timing_only or repeat == 0:
+            return
+        if len(srcs) == 2:
+            result = fn(srcs[0].data[src_at[0]], srcs[1].data[src_at[1]])   # errstate: see launch
+        else:
+            result = fn(*[t.data[at] for t, at in zip(srcs, src_at)])
+        if result.__class__ is not np.ndarray or result.dtype != dst.dtype:
+            result = np.asarray(result).astype(dst.dtype, copy=False)
+        dst.data[dst_at] = result
+
+    def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides) -> tuple:
+        """Check a level-0 instruction's arguments; returns (repeat, elements, per source its
+        (byte lo, byte hi), dst byte lo, dst byte hi, per source its index, dst index) — a
+        function of the arguments, the operands' dtypes, offsets and counts only (see _plan_key)."""
         repeat = self._check_repeat(repeat_time)
         lanes = lanes_of(mask, dst.dtype.itemsize)
         for (_, rep), role in zip(strides, ("dst", "src0", "src1")):
@@ -282,22 +383,29 @@ class VectorOps:
                            "Issue one instruction per row instead, or lay the rows out closer together")
         offs = [footprint(t, lanes, repeat, b, r, role)
                 for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1"))]
-        self._vec(name, kind, repeat * 256, [span_of(t, o) for t, o in zip(srcs, offs[1:])],
-                  [span_of(dst, offs[0])], repeat * len(lanes), repeats=repeat)
-        if self.timing_only or repeat == 0:
-            return
-        result = fn(*(t.data[as_index(o)] for t, o in zip(srcs, offs[1:])))   # errstate: see launch
-        dst.data[as_index(offs[0])] = np.asarray(result).astype(dst.dtype, copy=False)
+        src_spans = tuple(span_of(t, o)[1:] for t, o in zip(srcs, offs[1:]))
+        _, dst_lo, dst_hi = span_of(dst, offs[0])
+        return (repeat, repeat * len(lanes), src_spans, dst_lo, dst_hi,
+                tuple(as_index(o) for o in offs[1:]), as_index(offs[0]))
 
     def _tensor_form(self, name, kind, fn, dst, srcs, count):
         n = self._count(count, dst, *srcs)
-        width = max(t.dtype.itemsize for t in (dst, *srcs))
-        self._vec(name, kind, n * width, [(t, t.byte_offset, t.byte_offset + n * t.dtype.itemsize) for t in srcs],
-                  [(dst, dst.byte_offset, dst.byte_offset + n * dst.dtype.itemsize)], n)
+        width = size = dst.dtype.itemsize
+        reads = []
+        for t in srcs:
+            tsize = t.dtype.itemsize
+            if tsize > width:
+                width = tsize
+            lo = t.offset * tsize
+            reads.append((t, lo, lo + n * tsize))
+        lo = dst.offset * size
+        self._vec(name, kind, n * width, reads, [(dst, lo, lo + n * size)], n)
         if self.timing_only:
             return
-        result = fn(*(t.data[:n] for t in srcs))   # errstate: see launch
-        dst.data[:n] = np.asarray(result).astype(dst.dtype, copy=False)
+        result = fn(*[t.data[:n] for t in srcs])   # errstate: see launch
+        if result.__class__ is not np.ndarray or result.dtype != dst.dtype:
+            result = np.asarray(result).astype(dst.dtype, copy=False)
+        dst.data[:n] = result
 
     def _dispatch(self, name, kind, fn, dst, srcs, args, params_type):
         """Tensor form when ``args`` is (count,), level-0 when (mask, repeat_time, params)."""
@@ -375,7 +483,7 @@ class VectorOps:
         need_local(src)
         if src.dtype.kind in "iu" and (not float(scalar).is_integer()):
             raise AscendCRuleError(f"{name} on {src.dtype.name} takes an integer scalar, got {scalar!r}")
-        value = np.asarray(scalar).astype(src.dtype)
+        value = _scalar_as(scalar, src.dtype)
         self._dispatch(name, "simple", lambda x: fn(x, value), dst, (src,), args, UnaryRepeatParams)
 
     # ---- unary ----------------------------------------------------------------------------
