@@ -46,9 +46,14 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
     # a tile longer than the sequence is the sequence: clamp to S, keep each size once
     values = list(dict.fromkeys(min(int(ts), int(S)) for ts in values))
     rows = []
+    row_tiled = None           # v4 and the chain ignore tileS: simulate them once, not once a row
     for ts in values:
         try:
-            result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
+            if version in ROW_TILED:
+                row_tiled = row_tiled or simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
+                result = row_tiled
+            else:
+                result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
         except (UbBudgetError, CapabilityError) as exc:
             # does not fit the UB, or needs an instruction the chip lacks (an unaligned tail
             # store on the 310P3): say so in the row, go on with the others
