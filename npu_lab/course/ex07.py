@@ -13,11 +13,10 @@ check's truth, computed by the same function the check uses.
 from __future__ import annotations
 
 
-from .checks import (FACTOR, US, CheckResult, missing as _missing, parse_number as _number,
+from .checks import (US, CheckResult, missing as _missing, parse_number as _number,
                      right as _right, wrong as _wrong)
 from ..kernels.moe_gating import autotune, simulate_moe_gating
 from ..kernels.moe_gating.fit_ranges import ARTICLE_FREE
-from ..presets import get_preset
 
 
 CHIP = "ascend-910b2"
@@ -26,7 +25,7 @@ SHAPE = (1, 1024, 64, 2)
 
 
 __all__ = ['check_fixed_tile_loss', 'check_sweet_spot_shift', 'expected_answers', 'fixed_tile_loss_pct',
-           'sweet_spot_shift_us', 'article_vs_datasheet_factor', 'FITTED_FIELDS']
+           'sweet_spot_shift_us', 'FITTED_FIELDS']
 
 #: The fields the 'article' preset fits (the library's choice, stated before the fit: :data:`ARTICLE_FREE`).
 FITTED_FIELDS = ARTICLE_FREE
@@ -102,42 +101,6 @@ def check_sweet_spot_shift(answer) -> CheckResult:
                       "with the shape: the host needs a tuner or a bucket table, not one constant.")
     return _wrong(f"{value:g} \u00b5s is not it. Hint: autotune(1, 1024, {E}, {K}, version='v1', hw='article', "
                   f"candidates={ARTICLE_TILES}) gives the new best; simulate the same shape at tile_s={base}.")
-
-
-def article_vs_datasheet_factor(tile_s: int = 8) -> float:
-    """The article's measured v1 latency at ``tile_s`` over the 910B2 preset's prediction."""
-    from ..data import load_article_tile_sweep
-
-    table = load_article_tile_sweep()
-    measured = float(table.loc[table["tile_s"] == tile_s, "latency_us"].iloc[0])
-    return measured / simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s).latency_us
-
-
-def check_article_vs_datasheet(answer, tile_s: int = 8) -> CheckResult:
-    """The article measured 280 µs for v1 at tileS = 8. How many times slower is that than what the
-    datasheet 910B2 preset predicts for the same run? Answer: a factor (e.g. 1.5)."""
-    if answer is None:
-        return _missing("a factor, e.g. 1.5")
-    from ..data import load_article_tile_sweep
-
-    table = load_article_tile_sweep()
-    measured = float(table.loc[table["tile_s"] == tile_s, "latency_us"].iloc[0])
-    model = simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s).latency_us
-    truth = article_vs_datasheet_factor(tile_s)
-    value = _number(answer, FACTOR)
-    if value is None:
-        return _wrong(f"{answer!r} is not a number.")
-    if abs(value - truth) <= 0.1 * truth:
-        hw = get_preset(CHIP)
-        return _right(f"{measured:.0f} / {model:.1f} = {truth:.1f}x. The datasheet model "
-                      f"({hw.launch_overhead_us:g} \u00b5s launch, {hw.block_dispatch_us:g} \u00b5s per block) "
-                      "cannot reach the article's numbers; the fit has to make the launch, "
-                      "the dispatch per block and the scalar UB access several times dearer. Host-side timing "
-                      "(runtime calls, synchronisation) included in the measurement would do exactly that.")
-    if value > 0 and abs(1 / value - truth) <= 0.1 * truth:
-        return _wrong(f"{value:g} is the inverse: the article is slower, so the factor is > 1.")
-    return _wrong(f"{value:g} is not it. Hint: simulate_moe_gating(1, 1024, 64, 2, version='v1', "
-                  "hw='ascend-910b2', tile_s=8).latency_us, and the article's 280 \u00b5s.")
 
 
 # ---- kernel exercises ---------------------------------------------------------------------------

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from .checks import (FACTOR, US, CheckResult, missing as _missing, parse_number as _number, right as _right,
                      wrong as _wrong)
-from .ex07 import CHIP, FITTED_FIELDS, SHAPE, article_vs_datasheet_factor
+from .ex07 import CHIP, FITTED_FIELDS, SHAPE
 from ..data import load_article_tile_sweep
 from ..kernels.moe_gating import simulate_moe_gating
 from ..kernels.moe_gating.fit_ranges import FIT_RANGES
 from ..presets import get_preset
 
 __all__ = ["check_dispatch_effect", "check_article_vs_datasheet", "expected_answers", "field_effects_us",
-           "dispatch_effect_us"]
+           "dispatch_effect_us", "article_vs_datasheet_factor"]
 
 #: Exercise 07b.1: the tileS whose dispatch share is asked (the appendix prints tileS = 1, 4, 8, 16, 32).
 DISPATCH_TILE_S = 2
@@ -39,16 +39,27 @@ def field_effects_us(tile_s: int = DISPATCH_TILE_S) -> dict[str, float]:
             for f in FITTED_FIELDS}
 
 
+def _measured_and_model_us(tile_s: int) -> tuple[float, float]:
+    """(the article's measured v1 latency, the 910B2 preset's prediction) at ``tile_s``, in µs."""
+    table = load_article_tile_sweep()
+    measured = float(table.loc[table["tile_s"] == tile_s, "latency_us"].iloc[0])
+    return measured, simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s).latency_us
+
+
+def article_vs_datasheet_factor(tile_s: int = 8) -> float:
+    """The article's measured v1 latency at ``tile_s`` over the 910B2 preset's prediction."""
+    measured, model = _measured_and_model_us(tile_s)
+    return measured / model
+
+
 def check_article_vs_datasheet(answer, tile_s: int = 8) -> CheckResult:
     """The article measured 280 µs for v1 at tileS = 8. How many times slower is that than what the
     datasheet 910B2 preset predicts for the same run? Answer: a factor (e.g. 1.5; within 10 %)."""
     if answer is None:
         return _missing("a factor, e.g. 1.5")
-    table = load_article_tile_sweep()
-    measured = float(table.loc[table["tile_s"] == tile_s, "latency_us"].iloc[0])
-    model = simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s).latency_us
+    measured, model = _measured_and_model_us(tile_s)
     fitted = simulate_moe_gating(*SHAPE, version="v1", hw="article", tile_s=tile_s).latency_us
-    truth = article_vs_datasheet_factor(tile_s)
+    truth = measured / model
     value = _number(answer, FACTOR)
     if value is None:
         return _wrong(f"{answer!r} is not a number.")

@@ -190,44 +190,15 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         ``PipeBarrier<PIPE_V>`` between dependent instructions) guarantees; independent V
         instructions overlap. Between pipes nothing is automatic: a reader on another pipe that
         starts before the writer completed is a ``RaceError`` (a missing flag / queue)."""
-        vec = pipe == "V"
+        rs, ws = self._resolve(name, reads), self._resolve(name, writes)
         ready = 0.0
-        rs = []
-        for item in reads:
-            if item.__class__ is tuple:
-                t, lo, hi = item
-            else:
-                t = item
-                size = t.dtype.itemsize
-                lo = t.offset * size
-                hi = lo + t.count * size
-            r = t.region
-            if r.freed:
-                self._freed(name, t)
-            if vec:
+        if pipe == "V":
+            for _, r, lo, hi in rs:
                 for e in r.writes:      # read after an in-flight vector write: wait for it
                     if e[2] > ready and e[3] == "V" and e[0] < hi and lo < e[1]:
                         ready = e[2]
-            rs.append((t, r, lo, hi))
-        ws = []
-        for item in writes:
-            if item.__class__ is tuple:
-                t, lo, hi = item
-            else:
-                t = item
-                size = t.dtype.itemsize
-                lo = t.offset * size
-                hi = lo + t.count * size
-            r = t.region
-            if r.freed:
-                self._freed(name, t)
-            ws.append((t, r, lo, hi))
         if self.stream is not None:
-            spans = [(r.offset_bytes + lo, r.offset_bytes + hi) for _, r, lo, hi in rs]
-            spans.append(None)
-            spans.extend([(r.offset_bytes + lo, r.offset_bytes + hi) for _, r, lo, hi in ws])
-            spans.append(None)
-            self.stream.append((pipe, name, cost_cycles, nbytes, elements, tuple(spans)))
+            self._record_stream(pipe, name, cost_cycles, nbytes, elements, rs, ws)
         core = self.core
         # the kernel's line: _exec's caller is always lang code, so the search starts above it
         start, end = core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements, ready_cycles=ready,
@@ -259,38 +230,36 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         hazard records, are a function of that stream alone (pipe, cost, UB addresses, syncs), never
         of data: a block whose stream equals its class representative's has the representative's
         timeline, races included. Use after free is not timing: still raised here. Returns (0, 0)."""
-        spans = []
-        add = spans.append
-        for item in reads:
-            if item.__class__ is tuple:
-                t, lo, hi = item
-            else:
-                t = item
-                size = t.dtype.itemsize
-                lo = t.offset * size
-                hi = lo + t.count * size
-            r = t.region
-            if r.freed:
-                self._freed(name, t)
-            base = r.offset_bytes
-            add((base + lo, base + hi))
-        add(None)
-        for item in writes:
-            if item.__class__ is tuple:
-                t, lo, hi = item
-            else:
-                t = item
-                size = t.dtype.itemsize
-                lo = t.offset * size
-                hi = lo + t.count * size
-            r = t.region
-            if r.freed:
-                self._freed(name, t)
-            base = r.offset_bytes
-            add((base + lo, base + hi))
-        add(None)
-        self.stream.append((pipe, name, cost_cycles, nbytes, elements, tuple(spans)))
+        self._record_stream(pipe, name, cost_cycles, nbytes, elements,
+                            self._resolve(name, reads), self._resolve(name, writes))
         return 0.0, 0.0
+
+    def _resolve(self, name: str, items) -> list:
+        """``(tensor, region, byte_lo, byte_hi)`` of each read or write operand (a span tuple or a
+        bare tensor: its whole view); a freed buffer raises (use after free is not timing)."""
+        out = []
+        for item in items:
+            if item.__class__ is tuple:
+                t, lo, hi = item
+            else:
+                t = item
+                size = t.dtype.itemsize
+                lo = t.offset * size
+                hi = lo + t.count * size
+            r = t.region
+            if r.freed:
+                self._freed(name, t)
+            out.append((t, r, lo, hi))
+        return out
+
+    def _record_stream(self, pipe, name, cost_cycles, nbytes, elements, rs, ws) -> None:
+        """Append one instruction to the block's stream: pipe, name, cost, sizes and the UB
+        addresses it reads and writes (what its timing depends on)."""
+        spans = [(r.offset_bytes + lo, r.offset_bytes + hi) for _, r, lo, hi in rs]
+        spans.append(None)
+        spans.extend([(r.offset_bytes + lo, r.offset_bytes + hi) for _, r, lo, hi in ws])
+        spans.append(None)
+        self.stream.append((pipe, name, cost_cycles, nbytes, elements, tuple(spans)))
 
     @staticmethod
     def _freed(name, t):
