@@ -3,13 +3,18 @@
 A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_bytes``, ``_gbps``
 = GB/s, ``_cycles``, ``_us``, ``_ghz``). Each preset records, per field, where the number came from:
 
-* ``datasheet``  — published by the vendor (product pages, white papers);
-* ``vendor-guide`` — stated (as a figure or a shape) in the vendor's Ascend C performance guide
-  (asc-devkit ``docs/zh/guide/算子实践参考/SIMD算子性能优化/``);
-* ``vendor-config`` — the SoC configuration files that ship with CANN;
+* ``datasheet``  — published by the vendor (product pages, white papers) and named in the note;
+* ``vendor-doc`` — stated in the vendor's Ascend C documentation (asc-devkit ``docs/zh/api/...``,
+  e.g. the per-instruction rates of ``附录/Vector指令理论性能汇总.md``, or the architecture pages
+  ``docs/zh/guide/.../架构规格/NPU架构版本2201.md``), the page named in the note;
 * ``vendor-guide`` — a number or shape from the vendor's performance guide (asc-devkit
-  docs/zh/guide/算子实践参考/SIMD算子性能优化/), the page named in the note;
-* ``assumed``    — nobody publishes it: a plausible guess, labelled so the learner knows;
+  ``docs/zh/guide/算子实践参考/SIMD算子性能优化/``), the page named in the note;
+* ``vendor-config`` — the SoC configuration files that ship with CANN;
+* ``measured``   — a measurement someone reported (the note says who and where) that the sources
+  in reach cannot confirm;
+* ``assumed``    — nobody publishes it: a plausible guess, labelled so the learner knows (a figure
+  the vendor uses only as a hypothetical illustration, or publishes for another chip, is assumed
+  here; the note says so);
 * ``fitted``     — least-squares fitted to published measurements (see :mod:`npu_lab.fit`);
 * ``convention`` — a modelling choice rather than a measurement.
 
@@ -27,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-PROVENANCE_KINDS = ("datasheet", "vendor-config", "vendor-guide", "assumed", "fitted", "convention")
+PROVENANCE_KINDS = ("datasheet", "vendor-doc", "vendor-guide", "vendor-config", "measured", "assumed", "fitted",
+                    "convention")
 
 # Per-field unit and one-line meaning: the table view and the docs read this.
 FIELD_DOCS: dict[str, tuple[str, str]] = {
@@ -47,11 +53,13 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "vector_repeat_bytes": ("bytes", "bytes one vector repeat processes (8 blocks x 32 B)"),
     "max_repeat": ("repeats", "largest repeat count one vector instruction takes"),
     "vector_issue_cycles": ("cycles", "start-up cost of every vector instruction"),
-    "vector_cycles_per_repeat": ("cycles", "per repeat: add, mul, max, compare, select, copy"),
-    "vector_div_cycles_per_repeat": ("cycles", "per repeat: divide"),
-    "vector_exp_cycles_per_repeat": ("cycles", "per repeat: exact exp"),
-    "vector_reduce_cycles_per_repeat": ("cycles", "per repeat: reduce_max / reduce_sum"),
-    "vector_sort_cycles_per_repeat": ("cycles", "per repeat: sort32 / mrg_sort"),
+    "vector_cycles_per_repeat": ("cycles", "per 256-B repeat: add, mul, max, compare, select, cast, brcb, copy"),
+    "vector_div_cycles_per_repeat": ("cycles", "per repeat of 64 float32: divide (a half repeat costs twice)"),
+    "vector_exp_cycles_per_repeat": ("cycles", "per repeat of 64 float32: exact exp (a half repeat costs twice)"),
+    "vector_reduce_cycles_per_repeat": ("cycles", "per repeat: WholeReduceMax/Min/Sum (ReduceRepeat), each pass "
+                                        "of ReduceMax / ReduceSum"),
+    "vector_sort_cycles_per_repeat": ("cycles", "per 32 elements: one Sort32 repeat; MrgSort per 32 pairs merged"),
+    "vector_gather_mask_cycles_per_repeat": ("cycles", "per 256-B repeat of the source: GatherMask"),
     "scalar_op_cycles": ("cycles", "one scalar register operation (add, compare, branch)"),
     "scalar_ub_access_cycles": ("cycles", "one scalar read or write of a UB value"),
     "scalar_exp_cycles": ("cycles", "one scalar exp (software routine on the scalar unit)"),
@@ -124,6 +132,7 @@ class HardwareSpec:
     vector_exp_cycles_per_repeat: float
     vector_reduce_cycles_per_repeat: float
     vector_sort_cycles_per_repeat: float
+    vector_gather_mask_cycles_per_repeat: float
     scalar_op_cycles: float
     scalar_ub_access_cycles: float
     scalar_exp_cycles: float

@@ -8,31 +8,106 @@ article's tileS table; it is read from ``data/article_fitted_chip.json`` (regene
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 from .hardware import HardwareSpec
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
+_API = "asc-devkit docs/zh/api/SIMD-API/基础API/"
 _COMMON_ASSUMED = {
     "core_dma_bandwidth_gbps": ("assumed", "64 B/cycle per core MTE peak; not published"),
     "dma_latency_cycles": ("assumed", "~0.5 us from issue to first byte; not published"),
-    "vector_issue_cycles": ("assumed", "start-up of a vector instruction; not published"),
-    "vector_cycles_per_repeat": ("assumed", "1 repeat (256 B) per cycle for simple ops"),
-    "vector_div_cycles_per_repeat": ("assumed", "divide is multi-pass; not published"),
-    "vector_exp_cycles_per_repeat": ("assumed", "exp is multi-pass (range reduction + series); not published"),
-    "vector_reduce_cycles_per_repeat": ("assumed", "reduction tree inside a repeat; not published"),
-    "vector_sort_cycles_per_repeat": ("assumed", "Sort32/MrgSort; not published"),
+    "vector_issue_cycles": ("assumed", "start-up of a vector instruction; not published (Vector指令理论性能汇总.md "
+                            "gives throughputs only, and notes that even a NOP with repeatTime 0 costs time)"),
     "scalar_op_cycles": ("assumed", "in-order scalar core, 1 op per cycle"),
     "scalar_ub_access_cycles": ("assumed", "scalar load/store to UB goes through the scalar data cache"),
     "scalar_exp_cycles": ("assumed", "exp as a short software routine on the scalar unit; not published"),
     "scalar_issue_cycles": ("assumed", "scalar unit pushes one instruction into a pipe queue"),
-    "block_bytes": ("datasheet", "DataCopy moves whole 32-byte blocks"),
-    "vector_repeat_bytes": ("datasheet", "one repeat = 8 blocks x 32 B"),
-    "max_repeat": ("datasheet", "repeat-time field is 8 bits"),
-    "cube_fractal_cycles": ("datasheet", "16x16x16 fp16 MACs per cycle per cube core"),
+    "block_bytes": ("vendor-doc", _API + "Memory矢量计算/数据搬运/DataCopy（GM与UB连续数据搬运）.md: GM<->UB "
+                    "copies move whole 32-byte DataBlocks"),
+    "vector_repeat_bytes": ("vendor-doc", _API + "Memory矢量计算/基础算术/Exp.md (every vector page): 每次读取连续"
+                            "的256Bytes数据 — one repeat = 8 blocks x 32 B"),
+    "max_repeat": ("vendor-doc", _API + "Memory矢量计算/基础算术/Exp.md: repeatTime is a uint8_t"),
     "block_dispatch_us": ("assumed", "task scheduler hands out blocks one at a time; not published"),
 }
+
+# ---- per-instruction rates (issue 15 §5; docs/cost_model.md §3a) ------------------------------
+VECTOR_RATES_DOC = "asc-devkit docs/zh/api/附录/Vector指令理论性能汇总.md"
+#: The page's published throughputs ("理论并行度", elements per cycle) for the instructions the
+#: model prices, Atlas A2/A3 (NPU arch 2201; the page also covers the 950, not the 310P):
+#: instruction -> (table, {dtype: elements per cycle}). A rate is how fast the V pipe takes an
+#: instruction's elements (its occupancy), not its latency.
+PUBLISHED_VECTOR_RATES = {
+    "Add": (6, {"half": 128, "float": 64, "int32": 64}),
+    "Exp": (6, {"half": 32, "float": 32}),
+    "Div": (6, {"half": 32, "float": 32}),
+    "ReduceRepeat": (11, {"half": Fraction(128, 7), "float": Fraction(64, 7)}),
+    "Sort32": (14, {"half": 2, "float": 2}),
+    "MrgSort": (14, {"half": 2, "float": 2}),
+    "GatherMask": (9, {"half": 64, "float": 32}),
+}
+_ITEMSIZE = {"half": 2, "float": 4, "int32": 4}
+
+
+def published_cycles_per_repeat(instruction: str, dtype: str = "float", elements: int | None = None) -> float:
+    """Cycles one repeat of ``instruction`` takes at the page's published rate: the elements of a
+    256-byte repeat of ``dtype`` (or ``elements``: 32 for a Sort32 repeat) / elements per cycle."""
+    table, rates = PUBLISHED_VECTOR_RATES[instruction]
+    n = elements if elements is not None else 256 // _ITEMSIZE[dtype]
+    return float(Fraction(n) / Fraction(rates[dtype]))
+
+
+def _rate_note(instruction: str, what: str, dtype: str = "float", elements: int | None = None) -> str:
+    table, rates = PUBLISHED_VECTOR_RATES[instruction]
+    rate = rates[dtype]
+    n = elements if elements is not None else 256 // _ITEMSIZE[dtype]
+    return (f"{VECTOR_RATES_DOC} table {table} (Atlas A2/A3): {instruction} {dtype} {rate} element/cycle, so "
+            f"{n} elements ({what}) take {published_cycles_per_repeat(instruction, dtype, elements):g} cycles; "
+            "a throughput (理论并行度), not a latency")
+
+
+_VECTOR_RATES = dict(
+    vector_cycles_per_repeat=published_cycles_per_repeat("Add"),
+    vector_div_cycles_per_repeat=published_cycles_per_repeat("Div"),
+    vector_exp_cycles_per_repeat=published_cycles_per_repeat("Exp"),
+    vector_reduce_cycles_per_repeat=published_cycles_per_repeat("ReduceRepeat"),
+    vector_sort_cycles_per_repeat=published_cycles_per_repeat("Sort32", elements=32),
+    vector_gather_mask_cycles_per_repeat=published_cycles_per_repeat("GatherMask"),
+)
+
+_VECTOR_RATES_PROVENANCE = {
+    "vector_cycles_per_repeat": ("vendor-doc", _rate_note("Add", "one 256-B repeat") + "; the same 1 cycle a "
+                                 "repeat for Sub/Mul/Max/Min/Adds/Muls/Maxs/ShiftLeft (tables 6-7), Compare/Select "
+                                 "(table 9), Cast by its wider type (table 10), Duplicate/Brcb/CreateVecIndex "
+                                 "(table 13); Copy and ArithProgression are not listed (assumed the same)"),
+    "vector_div_cycles_per_repeat": ("vendor-doc", _rate_note("Div", "a float32 repeat") + "; half is also 32 "
+                                     "element/cycle, so a 128-half repeat takes 4"),
+    "vector_exp_cycles_per_repeat": ("vendor-doc", _rate_note("Exp", "a float32 repeat") + "; half is also 32 "
+                                     "element/cycle, so a 128-half repeat takes 4"),
+    "vector_reduce_cycles_per_repeat": ("vendor-doc", _rate_note("ReduceRepeat", "one repeat") + " (half: 128/7, "
+                                        "also 7 a repeat). WholeReduceMax/Min/Sum were renamed ReduceRepeat in 9.1; "
+                                        "ReduceMax/ReduceSum are composed (软仿指令), priced here pass by pass at "
+                                        "this rate"),
+    "vector_sort_cycles_per_repeat": ("vendor-doc", _rate_note("Sort32", "one Sort32 repeat", elements=32)
+                                      + "; MrgSort also 2 element/cycle: 16 cycles per 32 pairs merged"),
+    "vector_gather_mask_cycles_per_repeat": ("vendor-doc", _rate_note("GatherMask", "a 256-B float32 source repeat")
+                                             + "; half is 64 element/cycle: also 2 a repeat"),
+    "cube_fractal_cycles": ("vendor-doc", "asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md table 1 (NPU arch "
+                            "2201): Mmad half cube_m x cube_n x cube_k = 16 x 16 x 16 per cycle, so 1 cycle per "
+                            "16x16x16 fractal (float 16x16x4: 4 cycles; int8 16x16x32); the head cost Δt of the "
+                            "page's formula is not published"),
+}
+
+
+def _assumed_for_310p(prov: dict) -> dict:
+    """The 310P's per-instruction rates: the A2/A3 figures, labelled assumed (nothing is published
+    for Atlas 推理系列产品: both rate pages cover A2/A3 and the 950 only)."""
+    return {field: ("assumed", "taken from the 910B: nothing is published for the 310P (Atlas 推理系列产品; "
+                    "the rate pages cover Atlas A2/A3 and the 950 only); same 256-B repeat. 910B source: " + note)
+            for field, (_, note) in prov.items()}
+
 
 _GUIDE = "asc-devkit docs/zh/guide/算子实践参考/SIMD算子性能优化/内存访问/"
 _BURST_NOTE = (_GUIDE + "尽量一次搬运较大的数据块.md gives the curve's shape (full bandwidth from about "
@@ -84,11 +159,7 @@ _VECTOR_COSTS = dict(
     vector_repeat_bytes=256,
     max_repeat=255,
     vector_issue_cycles=16.0,
-    vector_cycles_per_repeat=1.0,
-    vector_div_cycles_per_repeat=4.0,
-    vector_exp_cycles_per_repeat=12.0,
-    vector_reduce_cycles_per_repeat=2.0,
-    vector_sort_cycles_per_repeat=8.0,
+    **_VECTOR_RATES,
     scalar_op_cycles=1.0,
     scalar_ub_access_cycles=10.0,
     scalar_exp_cycles=40.0,
@@ -111,8 +182,10 @@ _GUIDE = "asc-devkit docs/zh/guide/算子实践参考/SIMD算子性能优化/"
 #: the head overhead grows with the cores launched, but its figure (头开销随启动核数的变化.png) is
 #: a Git-LFS pointer in the mirror: the shape is the guide's, the slope is assumed.
 LAUNCH_PER_CORE_US = 0.1
-#: An empty kernel on all 48 vector cores of the 910B2 costs about 20 us (DESIGN.md §3, measured):
-#: the fixed part is what is left after 48 cores' share, so the measured figure stays matched.
+#: An empty kernel on all 48 vector cores of the 910B2 costs about 20 us (a measurement the
+#: course's notes report, medium confidence; the guide plots the head overhead against the cores
+#: started in 头开销随启动核数的变化.png, a Git-LFS pointer in the mirror, so the number cannot be
+#: checked there): the fixed part is what is left after 48 cores' share.
 EMPTY_KERNEL_ALL_CORES_US = 20.0
 
 
@@ -121,13 +194,18 @@ def _system_910b2() -> tuple[dict, dict]:
     values = dict(l2_bandwidth_gbps=7000.0, launch_per_core_us=LAUNCH_PER_CORE_US,
                   launch_overhead_us=round(EMPTY_KERNEL_ALL_CORES_US - 48 * LAUNCH_PER_CORE_US, 6))
     prov = {
-        "l2_bandwidth_gbps": ("vendor-guide", _GUIDE + "内存访问/L2-Cache切分.md: 'L2 Cache读写混合带宽约为"
-                              "7TB/s' beside 192 MB of L2 and ~1.6 TB/s of GM (the A2 figures)"),
+        "l2_bandwidth_gbps": ("assumed", "not published. The figure comes from a hypothetical illustration: "
+                              + _GUIDE + "内存访问/L2-Cache切分.md: '假设，AI处理器的L2 Cache大小为192MB，L2 Cache"
+                              "读写混合带宽约为7TB/s，而GM的带宽约为1.6TB/s' (假设 = suppose); no chip is named"),
         "launch_per_core_us": ("assumed", _GUIDE + "头尾开销优化/设置合适的核数和算子Kernel类型.md: head "
                                "overhead grows with the cores launched (shape: vendor-guide; its figure is not "
                                "in the mirror, so 0.1 us per core is assumed)"),
-        "launch_overhead_us": ("datasheet", "fixed part: about 20 us measured for an empty kernel on all 48 "
-                               "vector cores (medium) minus 48 x launch_per_core_us"),
+        "launch_overhead_us": ("measured", "fixed part: about 20 us for an empty kernel on all 48 vector cores "
+                               "(minus 48 x launch_per_core_us), a measurement the course's notes report for the "
+                               "910B (medium confidence) but do not source; the guide's plot of head overhead "
+                               "against cores started (" + _GUIDE + "头尾开销优化/设置合适的核数和算子Kernel类型.md, "
+                               "figure 头开销随启动核数的变化.png) is a Git-LFS pointer in the mirror, so the number "
+                               "cannot be checked against it"),
     }
     return values, prov
 
@@ -139,14 +217,17 @@ def _system_310p3() -> tuple[dict, dict]:
     values = dict(l2_bandwidth_gbps=l2_gbps, launch_per_core_us=LAUNCH_PER_CORE_US,
                   launch_overhead_us=round(EMPTY_KERNEL_ALL_CORES_US - 8 * LAUNCH_PER_CORE_US, 6))
     prov = {
-        "l2_bandwidth_gbps": ("assumed", "not published: the 910B2's 7 TB/s (" + _GUIDE + "内存访问/"
-                              "L2-Cache切分.md) scaled by AI cores (8/24) and clock (1.06/1.8 GHz)"),
+        "l2_bandwidth_gbps": ("assumed", "not published: the 910B2's assumed 7 TB/s (a hypothetical in " + _GUIDE
+                              + "内存访问/L2-Cache切分.md) scaled by AI cores (8/24) and clock (1.06/1.8 GHz)"),
         "launch_per_core_us": ("assumed", "taken equal to the 910B2's (shape from " + _GUIDE + "头尾开销优化/"
                                "设置合适的核数和算子Kernel类型.md)"),
         "launch_overhead_us": ("assumed", "not published; an empty kernel on all 8 cores taken equal to the "
-                               "910B's 20 us, minus 8 x launch_per_core_us"),
+                               "910B's reported 20 us (itself unsourced), minus 8 x launch_per_core_us"),
     }
     return values, prov
+
+
+_ARCH_2201 = "asc-devkit docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md"
 
 
 def ascend_910b2() -> HardwareSpec:
@@ -159,13 +240,20 @@ def ascend_910b2() -> HardwareSpec:
         "cube_cores": ("vendor-config", "24 AIC"),
         "clock_ghz": ("vendor-config", "1.8 GHz (910B1 1.85, 910B4 1.5)"),
         "ub_bytes": ("vendor-config", "192 KB per AIV (the article assumes 256 KB)"),
-        "l1_bytes": ("vendor-config", "512 KB"),
-        "l0a_bytes": ("vendor-config", "64 KB"),
-        "l0b_bytes": ("vendor-config", "64 KB"),
-        "l0c_bytes": ("vendor-config", "128 KB"),
-        "l2_bytes": ("vendor-config", "192 MB"),
-        "hbm_bandwidth_gbps": ("datasheet", "about 1.6 TB/s (medium-low confidence)"),
+        "l1_bytes": ("vendor-doc", _ARCH_2201 + ": L1 Buffer 512KB"),
+        "l0a_bytes": ("vendor-doc", _ARCH_2201 + ": L0A Buffer 64KB"),
+        "l0b_bytes": ("vendor-doc", _ARCH_2201 + ": L0B Buffer 64KB"),
+        "l0c_bytes": ("vendor-doc", _ARCH_2201 + ": L0C Buffer 128KB"),
+        "l2_bytes": ("vendor-config", "192 MB (the guide's L2-Cache切分.md uses 192 MB too, as a hypothetical)"),
+        "hbm_bandwidth_gbps": ("assumed", "about 1.6 TB/s: the figure usually quoted for the 910B, but no vendor "
+                               "datasheet is in the sources. The guide uses 1.6 TB/s only in a hypothetical ("
+                               + _GUIDE + "内存访问/L2-Cache切分.md: 假设…GM的带宽约为1.6TB/s) and 1.8 TB/s as an "
+                               "example of 'some AI processor' (算子实践参考/性能分析/分析性能数据.md); its Add case "
+                               "study on an Atlas A2 training part with 48 vector cores measures 2.35 TB/s read+write "
+                               "(典型算子实践案例/SIMD算子实现/Add矢量算子实践/高阶性能打磨.md), so this may be low "
+                               "for some A2 parts"),
     })
+    prov.update(_VECTOR_RATES_PROVENANCE)
     system, system_prov = _system_910b2()
     prov.update(system_prov)
     return HardwareSpec(
@@ -191,8 +279,10 @@ def ascend_310p3() -> HardwareSpec:
         "l0b_bytes": ("vendor-config", "64 KB"),
         "l0c_bytes": ("vendor-config", "256 KB"),
         "l2_bytes": ("vendor-config", "16 MB"),
-        "hbm_bandwidth_gbps": ("datasheet", "about 204 GB/s LPDDR4X (medium-low confidence)"),
+        "hbm_bandwidth_gbps": ("assumed", "about 204.8 GB/s LPDDR4X: the figure usually quoted for the 310P, but "
+                               "no vendor datasheet is in the sources (medium-low confidence)"),
     })
+    prov.update(_assumed_for_310p(_VECTOR_RATES_PROVENANCE))
     system, system_prov = _system_310p3()
     prov.update(system_prov)
     return HardwareSpec(

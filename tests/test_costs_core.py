@@ -264,3 +264,62 @@ def test_fast_forwarded_loop_with_latencies_equals_the_slow_run():
     a, b = full.launches[0].traces[0], fast.launches[0].traces[0]
     assert a.same_work_as(b)
     assert any(copies > 1 for _, copies, _ in b.segments)          # the timing-only run jumped
+
+
+# ---- §3a the published per-instruction rates (asc-devkit docs/zh/api/附录/Vector指令理论性能汇总.md) ----
+
+
+def _v_occupancy(op, dtype=np.float32, elements=4096) -> float:
+    """V-pipe occupancy of one ``op(ctx, dst, a, b, n)`` over ``n`` elements."""
+    ctx = ctx_on(timing_only=True)
+    dst, a, b = (ub(ctx, dtype, elements, n) for n in ("dst", "a", "b"))
+    op(ctx, dst, a, b, elements)
+    (start, end, _), = pipe_events(ctx, "V")
+    return end - start
+
+
+def _per_repeat(op, dtype=np.float32) -> float:
+    """Cycles one more 256-B repeat adds (twice the elements minus once, over the repeats added)."""
+    per_repeat = 256 // np.dtype(dtype).itemsize
+    small, big = _v_occupancy(op, dtype, 8 * per_repeat), _v_occupancy(op, dtype, 16 * per_repeat)
+    return (big - small) / 8
+
+
+def test_exp_and_div_cost_what_the_vendor_table_publishes_per_element():
+    """Table 6: Exp and Div take 32 elements a cycle in half *and* float, so a 256-B repeat takes
+    2 cycles in float (64 elements) and 4 in half (128); Add takes 1 cycle a repeat in both
+    (128 half or 64 float a cycle)."""
+    from npu_lab.presets import PUBLISHED_VECTOR_RATES
+
+    exp = lambda ctx, d, a, b, n: ctx.exp(d, a, n)          # noqa: E731
+    div = lambda ctx, d, a, b, n: ctx.div(d, a, b, n)       # noqa: E731
+    add = lambda ctx, d, a, b, n: ctx.add(d, a, b, n)       # noqa: E731
+    for name, op in (("Exp", exp), ("Div", div), ("Add", add)):
+        rates = PUBLISHED_VECTOR_RATES[name][1]
+        assert _per_repeat(op, np.float32) == 64 / rates["float"], name
+        assert _per_repeat(op, np.float16) == 128 / rates["half"], name
+    assert _per_repeat(exp, np.float16) == 2 * _per_repeat(exp, np.float32) == 4
+
+
+def test_reduce_sort_and_gather_mask_cost_the_published_rates():
+    """Table 11: ReduceRepeat (WholeReduceSum) 64/7 float a cycle = 7 a repeat; table 14: Sort32
+    2 elements a cycle = 16 per 32-element repeat; table 9: GatherMask float 32 a cycle = 2 a
+    256-B repeat. Measured as the V occupancy the simulator charges."""
+    from npu_lab.lang import GatherMaskParams
+
+    def occupancy(repeats, which):
+        ctx = ctx_on(timing_only=True)
+        a = ub(ctx, np.float32, 64 * 16, "a")
+        d = ub(ctx, np.float32, 64 * 32, "d")
+        idx = ub(ctx, np.uint32, 64 * 16, "idx")
+        if which == "reduce":
+            ctx.whole_reduce_sum(d, a, 64, repeats, 1, 1, 8)
+        elif which == "sort":
+            ctx.sort32(d, a, idx, repeats)
+        else:
+            ctx.gather_mask(d, a, 1, False, 0, GatherMaskParams(1, repeats, 8, 0))
+        (start, end, _), = pipe_events(ctx, "V")
+        return end - start
+
+    for which, expected in (("reduce", 7), ("sort", 16), ("gather", 2)):
+        assert (occupancy(16, which) - occupancy(8, which)) / 8 == expected, which

@@ -126,10 +126,65 @@ def test_every_field_has_a_valid_provenance_in_each_datasheet_preset(preset):
 
 
 def test_unpublished_numbers_are_labelled_assumed(preset):
-    """Numbers nobody publishes (per-repeat cycles of exp / sort, scalar costs) say 'assumed'."""
-    for field in ("vector_exp_cycles_per_repeat", "vector_sort_cycles_per_repeat",
-                  "scalar_ub_access_cycles", "dma_latency_cycles"):
-        assert preset.provenance[field][0] == "assumed"
+    """Numbers nobody publishes (issue and pipeline latency of a vector instruction, scalar costs,
+    DMA latency) say 'assumed' on both presets."""
+    for field in ("vector_issue_cycles", "vector_latency_cycles", "scalar_ub_access_cycles",
+                  "dma_latency_cycles", "sync_flag_cycles"):
+        assert preset.provenance[field][0] == "assumed", field
+
+
+RATE_FIELDS = ("vector_cycles_per_repeat", "vector_div_cycles_per_repeat", "vector_exp_cycles_per_repeat",
+               "vector_reduce_cycles_per_repeat", "vector_sort_cycles_per_repeat",
+               "vector_gather_mask_cycles_per_repeat", "cube_fractal_cycles")
+
+
+def test_published_instruction_rates_are_vendor_doc_on_the_910b2_and_assumed_on_the_310p():
+    """Vector指令理论性能汇总.md / Cube指令理论性能汇总.md cover Atlas A2/A3 (and the 950): on the
+    910B2 the rates they publish are 'vendor-doc' and name the page; the 310P takes the same
+    figures, labelled 'assumed' with the reason (nothing is published for it)."""
+    b2, p3 = get_preset("ascend-910b2"), get_preset("ascend-310p3")
+    for field in RATE_FIELDS:
+        kind, note = b2.provenance[field]
+        assert kind == "vendor-doc" and "理论性能汇总.md" in note, field
+        kind, note = p3.provenance[field]
+        assert kind == "assumed" and "310P" in note and "理论性能汇总.md" in note, field
+        assert getattr(p3, field) == getattr(b2, field), field
+
+
+def test_preset_rates_are_the_published_elements_per_cycle():
+    """Each per-repeat figure is the page's element/cycle rate turned into cycles for the elements
+    of one repeat (64 float32; 32 elements for a Sort32 repeat) — computed from the table, not
+    typed in: e.g. Exp 32 element/cycle -> 2, ReduceRepeat 64/7 -> 7, Sort32 2 -> 16."""
+    from npu_lab.presets import PUBLISHED_VECTOR_RATES, published_cycles_per_repeat
+
+    hw = get_preset("ascend-910b2")
+    pairs = {"vector_cycles_per_repeat": "Add", "vector_div_cycles_per_repeat": "Div",
+             "vector_exp_cycles_per_repeat": "Exp", "vector_reduce_cycles_per_repeat": "ReduceRepeat",
+             "vector_gather_mask_cycles_per_repeat": "GatherMask"}
+    for field, instruction in pairs.items():
+        rate = PUBLISHED_VECTOR_RATES[instruction][1]["float"]
+        assert getattr(hw, field) == pytest.approx(64 / float(rate)), field
+    assert hw.vector_sort_cycles_per_repeat == 32 / PUBLISHED_VECTOR_RATES["Sort32"][1]["float"]
+    assert published_cycles_per_repeat("Exp", "half") == 2 * published_cycles_per_repeat("Exp", "float")
+    assert published_cycles_per_repeat("ReduceRepeat", "half") == published_cycles_per_repeat("ReduceRepeat")
+
+
+def test_labels_say_where_a_number_really_comes_from():
+    """No preset claims a datasheet the sources lack: L2 bandwidth comes from a hypothetical in
+    the guide (assumed), HBM bandwidth has no datasheet in the sources (assumed), the launch
+    overhead is a reported measurement (measured); every vendor-doc / vendor-guide note names its
+    page."""
+    for name in DATASHEET_PRESETS:
+        hw = get_preset(name)
+        kinds = {f: k for f, (k, _) in hw.provenance.items()}
+        assert "datasheet" not in kinds.values(), [f for f, k in kinds.items() if k == "datasheet"]
+        assert kinds["l2_bandwidth_gbps"] == kinds["hbm_bandwidth_gbps"] == "assumed"
+        for field, (kind, note) in hw.provenance.items():
+            if kind in ("vendor-doc", "vendor-guide"):
+                assert ".md" in note, (name, field, note)
+    b2 = get_preset("ascend-910b2").provenance
+    assert "假设" in b2["l2_bandwidth_gbps"][1] and "hypothetical" in b2["l2_bandwidth_gbps"][1]
+    assert b2["launch_overhead_us"][0] == "measured"
 
 
 def test_every_field_doc_names_a_numeric_spec_field_with_a_unit():

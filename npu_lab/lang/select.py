@@ -426,7 +426,7 @@ class SelectOps:
         if user and repeat:
             reads.append((src1_pattern, src1_pattern.byte_offset, src1_pattern.byte_offset + need * src1_pattern.dtype.itemsize))
         # rsvdCnt is known only from the data; the instruction's time is not
-        self._vec("GatherMask", "simple", max(n, 1) * src0.dtype.itemsize, reads,
+        self._vec("GatherMask", "gather_mask", max(n, 1) * src0.dtype.itemsize, reads,
                   [(dst, dst.byte_offset, dst.byte_offset + min(n, dst.count) * dst.dtype.itemsize)], n,
                   repeats=repeat if not reduce_mode else None)
         if user:

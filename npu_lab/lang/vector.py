@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sim.costs import vector_cycles
+from ..sim.costs import PER_ELEMENT_KINDS, vector_cycles
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
 
@@ -298,10 +298,12 @@ class VectorOps:
     def _vec(self, name, kind, nbytes, reads, writes, elements, repeats=None):
         # level-0: the instruction runs exactly `repeats`; tensor form: the repeats its bytes need
         key = (name, kind, nbytes if repeats is None else repeats * self.hw.vector_repeat_bytes)
+        if kind in PER_ELEMENT_KINDS:     # Exp, Div: priced per element, so by the dtype too
+            key = (*key, writes[0][0].dtype.itemsize)
         costs = self._vector_costs
         known = costs.get(key)
         if known is None:
-            cost, reps = vector_cycles(self.hw, kind, key[2])
+            cost, reps = vector_cycles(self.hw, kind, key[2], *key[3:])
             known = costs[key] = (cost, reps, f"{name} x{reps}")    # the event's name too
         self.core.vector_repeats += known[1]
         self._exec("V", known[2], known[0], reads, writes, nbytes=nbytes, elements=elements)

@@ -15,14 +15,24 @@ import math
 
 from ..hardware import HardwareSpec
 
-# Which spec field prices one repeat of each kind of vector instruction.
+# Which spec field prices one repeat of each kind of vector instruction. The published rates
+# (asc-devkit docs/zh/api/附录/Vector指令理论性能汇总.md, Atlas A2/A3) are elements per cycle;
+# docs/cost_model.md §3a lists every instruction the model prices beside its published figure.
 VECTOR_COST_FIELD = {
     "simple": "vector_cycles_per_repeat",
     "div": "vector_div_cycles_per_repeat",
     "exp": "vector_exp_cycles_per_repeat",
     "reduce": "vector_reduce_cycles_per_repeat",
     "sort": "vector_sort_cycles_per_repeat",
+    "gather_mask": "vector_gather_mask_cycles_per_repeat",
 }
+
+#: Kinds whose published rate is the same number of *elements* per cycle for half and float
+#: (Exp and Div: 32 element/cycle for both): their field prices a repeat of 64 float32 elements,
+#: and a repeat of 2-byte elements (128 of them) costs twice as much. Every other kind's
+#: published rate is the same per 256-byte repeat for both dtypes (Add: 128 half or 64 float per
+#: cycle; ReduceRepeat: 7 cycles a repeat for both; GatherMask: 64 half or 32 float per cycle).
+PER_ELEMENT_KINDS = frozenset({"div", "exp"})
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -93,10 +103,14 @@ def vector_repeats(hw: HardwareSpec, nbytes: int) -> int:
     return max(1, math.ceil(nbytes / hw.vector_repeat_bytes))
 
 
-def vector_cycles(hw: HardwareSpec, kind: str, nbytes: int) -> tuple[float, int]:
+def vector_cycles(hw: HardwareSpec, kind: str, nbytes: int, itemsize: int = 4) -> tuple[float, int]:
     """(cycles, repeats) of one vector instruction over ``nbytes`` of its widest operand: the V
     pipe's occupancy, one issue per hardware instruction + repeats x cycles-per-repeat. Its result
     is complete ``vector_latency_cycles`` later (added by the core model).
+
+    ``itemsize`` (bytes per element of the result) matters only for :data:`PER_ELEMENT_KINDS`
+    (Exp, Div), whose published rate is per element: a repeat of ``256 / itemsize`` elements
+    costs the field's float32 figure x ``4 / itemsize``.
 
     More than ``max_repeat`` repeats are split into several hardware instructions, each paying
     the issue cost again (what Ascend C's high-level API does for you)."""
@@ -104,6 +118,10 @@ def vector_cycles(hw: HardwareSpec, kind: str, nbytes: int) -> tuple[float, int]
         per_repeat = getattr(hw, VECTOR_COST_FIELD[kind])
     except KeyError:
         raise ValueError(f"unknown vector cost kind {kind!r}; known: {sorted(VECTOR_COST_FIELD)}") from None
+    if kind in PER_ELEMENT_KINDS:
+        if itemsize not in (2, 4):
+            raise ValueError(f"{kind} works on 2- or 4-byte floats (half, float); got itemsize={itemsize!r}")
+        per_repeat = per_repeat * (4 // itemsize)
     repeats = vector_repeats(hw, nbytes)
     instructions = math.ceil(repeats / hw.max_repeat)
     return whole_cycles(instructions * hw.vector_issue_cycles + repeats * per_repeat), repeats
