@@ -62,8 +62,8 @@ def test_twice_the_cores_takes_two_waves(chip):
     difference is the dispatch stagger, at most cores x block_dispatch."""
     hw = get_preset(chip)
     cores = hw.vector_cores
-    one = body_cycles(launch(busy_vector_kernel, cores, 200, hw=hw, timing_only=True))
-    two = body_cycles(launch(busy_vector_kernel, 2 * cores, 200, hw=hw, timing_only=True))
+    one = body_cycles(launch(busy_vector_kernel, cores, 1200, hw=hw, timing_only=True))
+    two = body_cycles(launch(busy_vector_kernel, 2 * cores, 1200, hw=hw, timing_only=True))
     dispatch = hw.us_to_cycles(hw.block_dispatch_us)
     assert two > one
     assert abs(two - 2 * one) <= cores * dispatch + 1e-6
