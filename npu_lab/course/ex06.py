@@ -114,7 +114,7 @@ def check_fast_exp_break_even(answer, count: int = BREAK_EVEN_COUNT) -> CheckRes
         return _right(f"About {truth:.2f} cycles per repeat. The polynomial costs the same whatever Exp "
                       f"costs ({fast_exp_instructions()} simple instructions, each {hw.vector_issue_cycles:g} cycles "
                       f"to start + 1 per repeat); the exact Exp is one instruction whose per-repeat cost you are varying. "
-                      f"The preset assumes {hw.vector_exp_cycles_per_repeat:g}: below the break-even.")
+                      f"The preset has {hw.vector_exp_cycles_per_repeat:g} (the vendor's published rate): far below the break-even.")
     return _wrong(f"{value:g} is not where the two cost the same. Hint: exp_speedup(hw.replace("
                   f"vector_exp_cycles_per_repeat=c), {count}) grows with c; find the c where it "
                   "crosses 1.0 (or solve issue + repeats x c = the polynomial's cost by hand).")

@@ -24,7 +24,7 @@ message is also kept in ``.error`` (None after a successful update).
   against work, HBM bytes moved against the minimum (notebook 02);
 * :class:`DoubleBufferExplorer` -- v1 / v2 / v2_bad_sync / v2c: the simulated timeline beside the
   hand-made pipeline of one core (notebook 05);
-* :class:`FastExpExplorer` -- the polynomial exp's speed-up against the exact Exp's assumed cost
+* :class:`FastExpExplorer` -- the polynomial exp's speed-up against the exact Exp's cost (published on the 910B2)
   (notebook 06);
 * :class:`TuningExplorer` -- the tileS sweep for (E, K, chip, version) with the autotuner's choice
   circled (notebook 07); :func:`tile_latency_grid` and :func:`sweet_spot_heat_map`, the heat maps of
