@@ -54,7 +54,14 @@ _ITEMSIZE = {"half": 2, "float": 4, "int32": 4}
 def published_cycles_per_repeat(instruction: str, dtype: str = "float", elements: int | None = None) -> float:
     """Cycles one repeat of ``instruction`` takes at the page's published rate: the elements of a
     256-byte repeat of ``dtype`` (or ``elements``: 32 for a Sort32 repeat) / elements per cycle."""
-    table, rates = PUBLISHED_VECTOR_RATES[instruction]
+    if instruction not in PUBLISHED_VECTOR_RATES:
+        raise ValueError(f"no published rate for {instruction!r} here; known: {sorted(PUBLISHED_VECTOR_RATES)} "
+                         f"(the rest of {VECTOR_RATES_DOC} is listed in docs/cost_model.md §3a)")
+    rates = PUBLISHED_VECTOR_RATES[instruction][1]
+    if dtype not in rates:
+        raise ValueError(f"{instruction} has a published rate for {sorted(rates)}, not {dtype!r}")
+    if elements is not None and (isinstance(elements, bool) or not isinstance(elements, int) or elements < 1):
+        raise ValueError(f"elements must be a whole number >= 1 (32 for one Sort32 repeat), got {elements!r}")
     n = elements if elements is not None else 256 // _ITEMSIZE[dtype]
     return float(Fraction(n) / Fraction(rates[dtype]))
 

@@ -167,6 +167,9 @@ def test_preset_rates_are_the_published_elements_per_cycle():
     assert hw.vector_sort_cycles_per_repeat == 32 / PUBLISHED_VECTOR_RATES["Sort32"][1]["float"]
     assert published_cycles_per_repeat("Exp", "half") == 2 * published_cycles_per_repeat("Exp", "float")
     assert published_cycles_per_repeat("ReduceRepeat", "half") == published_cycles_per_repeat("ReduceRepeat")
+    for bad in (dict(instruction="Exq"), dict(instruction="Exp", dtype="int8"), dict(instruction="Sort32", elements=0)):
+        with pytest.raises(ValueError, match="published rate|elements"):
+            published_cycles_per_repeat(**bad)
 
 
 def test_labels_say_where_a_number_really_comes_from():
