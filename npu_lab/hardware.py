@@ -18,7 +18,7 @@ A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_
 * ``fitted``     — least-squares fitted to published measurements (see :mod:`npu_lab.fit`);
 * ``convention`` — a modelling choice rather than a measurement.
 
-The presets: ``ascend-910b2`` and ``ascend-310p3`` (DESIGN.md §3). A custom chip comes from JSON
+The presets: ``ascend-910b2`` and ``ascend-310p3``. A custom chip comes from JSON
 (:meth:`HardwareSpec.from_json`) or from a what-if change of a preset (:meth:`HardwareSpec.replace`).
 """
 
