@@ -1,4 +1,4 @@
-"""Chip presets with the provenance of every number (docs/cost_model.md §8 says how each label was checked).
+"""Chip presets with the provenance of every number (docs/cost_model.md §8: how the labels were checked).
 
 ``get_preset(name)`` returns a :class:`~npu_lab.hardware.HardwareSpec`; ``list_presets()`` names
 them. The ``article`` preset is the 910B2 with a few fields least-squares fitted to the first
