@@ -119,13 +119,15 @@ def _drop_capabilities(last: int) -> None:
 
 
 def _limit(memory_bytes: int | None, uid: int | None, gid: int | None, hidden=()):
-    last = _last_capability() if hidden else 0
+    root = os.geteuid() == 0
+    last = _last_capability() if root else 0
 
     def preexec():            # in the child, between fork and exec
         import resource
 
         if hidden:
             _hide(hidden)
+        if root:
             _drop_capabilities(last)
         if memory_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))

@@ -35,7 +35,7 @@ def read_submission(data: bytes, name: str):
     import nbformat
 
     if not data.strip():
-        raise SubmissionError(f"{name} is empty (0 notebook cells; an empty file)")
+        raise SubmissionError(f"{name} is empty (a file with nothing in it)")
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
