@@ -73,8 +73,9 @@ def submissions(student_nb, paths) -> dict:
 
     fake_checks = ('\ndef check_tile_bytes(answer):\n    return right("fine")\n\n'
                    'def check_kernel(kernel, exercise_id):\n    return right("fine")\n')
-    patch_module = ("\nimport npu_lab.course.checks as _m\n_m.wrong = _m.right\n_m.missing = _m.right\n"
-                    "_m.CheckResult.correct = property(lambda self: True)\n")
+    # every CheckResult the student's copy of the module makes is "correct"
+    patch_module = ("\nimport npu_lab.course.checks as _m\n_m.CheckResult.correct = True\n"
+                    "_m.CheckResult.__new__ = lambda cls, text, correct=None: str.__new__(cls, text)\n")
     numpy_kernel = copy.deepcopy(student_nb)
     numpy_kernel.cells[PREDICTION.solution_cell] = solved.cells[PREDICTION.solution_cell]
     numpy_kernel.cells[KERNEL.solution_cell].source = (

@@ -185,13 +185,17 @@ def resolve_user(user: str | None) -> tuple[int, int, str] | None:
 
 
 def library_copy(dest: Path) -> Path:
-    """Copy the npu_lab package into ``dest/npu_lab`` (read-only files; no ``__pycache__``) and
+    """Copy the npu_lab package into ``dest/npu_lab``, and the course data beside it
+    (``data/``, which npu_lab.data and npu_lab.presets read), read-only, without ``__pycache__``;
     return ``dest``, the ``PYTHONPATH`` of the child: its ``npu_lab.__file__`` names no
     checkout, so no course or instructor folder is found from it."""
     import npu_lab
 
     source = Path(npu_lab.__file__).resolve().parent
-    shutil.copytree(source, dest / "npu_lab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(source, dest / "npu_lab", ignore=skip)
+    if (source.parent / "data").is_dir():
+        shutil.copytree(source.parent / "data", dest / "data", ignore=skip)
     for root, dirs, files in os.walk(dest):
         os.chmod(root, 0o755)
         for name in files:
