@@ -44,14 +44,15 @@ def test_cells_run_in_order_in_the_scratch_folder_with_its_own_library(tmp_path,
 def test_an_endless_cell_is_stopped_at_the_deadline_with_its_children(tmp_path, libdir):
     start = time.monotonic()
     result = run(["import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-                  "open('pid', 'w').write(str(p.pid))", "while True:\n    pass", "print('never')"],
+                  "q = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+                  "open('pid', 'w').write(f'{p.pid} {q.pid}')", "while True:\n    pass", "print('never')"],
                  tmp_path, libdir, timeout_s=4)
     assert time.monotonic() - start < 20
     assert [c.status for c in result.cells] == ["ok"]
     assert "stopped at cell 1" in result.failure and "4 s limit" in result.failure
-    pid = int((tmp_path / "scratch" / "pid").read_text())
     time.sleep(0.5)
-    assert _gone(pid), "the process the cell started survived the run"   # the whole group was killed
+    for pid in map(int, (tmp_path / "scratch" / "pid").read_text().split()):
+        assert _gone(pid), f"process {pid} the cell started survived the run"   # group and setsid ones
 
 
 def _gone(pid: int) -> bool:
@@ -158,6 +159,18 @@ def test_guard_sees_changes_and_restores(tmp_path):
     snap.restore()
     assert snap.changes() == []
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["one.txt", "two.txt"]
+    assert (tmp_path / "a" / "one.txt").read_text() == "1"
+    # same size, the old modification time put back: the status-change time still moved
+    one = tmp_path / "a" / "one.txt"
+    st = one.stat()
+    time.sleep(0.01)
+    one.write_text("9")
+    import os
+
+    os.utime(one, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert snap.changes() == [f"{one} changed"]
+    snap.restore()
+    assert one.read_text() == "1" and snap.changes() == []
 
 
 def test_resolve_user_rejects_unknown_users():

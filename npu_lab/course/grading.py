@@ -13,12 +13,13 @@ subset). :func:`grade_submissions`:
    (:mod:`.sandbox`) — in a scratch folder holding only that notebook, under a wall-clock and a
    memory limit, as an unprivileged user when the grader is root, with check cells that import
    the library's checks afresh and receive their hidden tests only when they run. The course
-   folder, the submissions folder, the instructor notebooks and the npu_lab package are hashed
-   before and after (:mod:`.guard`): a submission that changed any of them gets no grade (a line
-   in the report says which files) and the files are put back;
-3. only then, with the child gone, hands the executed notebook to nbgrader's ``autograde`` (its
-   ``Execute`` step left out: the cells already ran) and ``generate_feedback``, which score it
-   from the gradebook;
+   folder, the submissions folder, the instructor notebooks and the npu_lab package are recorded
+   once and compared after each submission (:mod:`.guard`): a submission that changed any of
+   them gets no grade (a line in the report says which files) and the files are put back. The
+   executed notebooks stay in this process;
+3. only then, when no student code runs any more, hands each executed notebook to nbgrader's
+   ``autograde`` (its ``Execute`` step left out: the cells already ran) and
+   ``generate_feedback``, which score it from the gradebook;
 
 and writes into ``OUT``:
 
@@ -41,6 +42,7 @@ import csv
 import os
 import shutil
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,6 +168,7 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
 
     import nbformat
 
+    from . import guard
     from .sandbox import child_python, library_copy, resolve_user
 
     if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
@@ -216,23 +219,28 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
         user, hidden, isolation = _isolation(user, sandbox_user, [out, Path(submissions_dir), Path(instructor_dir),
                                                                  watched[-1]], [scratch_root, Path(child_python())])
         problems.extend(isolation["problems"])
+        # phase 1: every submission runs, one child at a time; the course folder holds no
+        # student's data yet, and the executed notebooks stay in this process (compressed)
+        snapshot = guard.take(watched + [libdir])
+        executed = {}
         for number, (student, assignment) in enumerate(sorted(handed_in)):
             where = f"{student}/{assignment}.ipynb"
-            plan = plans[assignment]
             scratch = scratch_root / f"s{number}"
             scratch.mkdir(mode=0o700)
-            result = _grade_one(where, handed_in[student, assignment], plan, scratch, libdir,
-                                watched + [libdir], timeout_s, memory_gb, user, hidden)
+            result = _grade_one(where, handed_in[student, assignment], plans[assignment], scratch, libdir,
+                                snapshot, timeout_s, memory_gb, user, hidden)
+            shutil.rmtree(scratch, ignore_errors=True)
             seconds[student, assignment] = result["seconds"]
             problems.extend(f"{where}: {line}" for line in result["problems"])
             for gid, why in result["exercise_status"].items():
                 status[student, assignment, gid] = why
-            shutil.rmtree(scratch, ignore_errors=True)
-            if result["notebook"] is None:
-                continue
+            if result["notebook"] is not None:
+                executed[student, assignment] = zlib.compress(nbformat.writes(result["notebook"]).encode())
+        # phase 2: no student code runs any more; nbgrader scores and writes the feedback
+        for (student, assignment), blob in sorted(executed.items()):
             target = course / "submitted" / student / assignment / f"{assignment}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(result["notebook"], target)
+            target.write_bytes(zlib.decompress(blob))
             try:
                 run_nbgrader("Autograde", course, configure=_autograde_without_execute,
                              assignment_id=assignment, student_id=student)
@@ -240,8 +248,8 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
                 graded.add((student, assignment))
             except ReleaseError as exc:
                 first = str(exc).strip().splitlines()[0]
-                problems.append(f"{where}: not graded: nbgrader failed: {first}")
-                for ex in plan["exercises"]:
+                problems.append(f"{student}/{assignment}.ipynb: not graded: nbgrader failed: {first}")
+                for ex in plans[assignment]["exercises"]:
                     status[student, assignment, ex.grade_id] = f"not graded: nbgrader failed: {first}"
     finally:
         shutil.rmtree(scratch_root, ignore_errors=True)
@@ -307,13 +315,12 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _grade_one(where, data, plan, scratch, libdir, watched, timeout_s, memory_gb, user, hidden) -> dict:
+def _grade_one(where, data, plan, scratch, libdir, snapshot, timeout_s, memory_gb, user, hidden) -> dict:
     """Run one submission in the sandbox. Returns ``notebook`` (the executed notebook for
     nbgrader, or None when it gets no grade), ``exercise_status`` (grade id -> status for the
     exercises that are not simply graded), ``problems`` (report lines) and ``seconds``."""
     import time
 
-    from . import guard
     from .sandbox import run_cells
     from .submission import SubmissionError, guarded_check, read_submission, restore_graded_cells
 
@@ -344,13 +351,12 @@ def _grade_one(where, data, plan, scratch, libdir, watched, timeout_s, memory_gb
             source = guarded_check(source, setup, names)
         cells.append((index, source))
     (scratch / plan["name"]).write_bytes(data)     # the student's own notebook, nothing else
-    before = guard.take(watched)
     run = run_cells(cells, scratch, libdir, timeout_s=timeout_s,
                     memory_bytes=int(memory_gb * 2**30) if memory_gb else None, user=user, hidden=hidden)
-    changed = before.changes()
+    changed = snapshot.changes()
     out["seconds"] = time.monotonic() - start
     if changed:
-        before.restore()
+        snapshot.restore()
         shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
         why = f"not graded: the submission changed files outside its folder ({shown}); they were put back"
         out["problems"].append(why)
