@@ -177,3 +177,21 @@ def test_resolve_user_rejects_unknown_users():
     assert resolve_user("none") is None
     with pytest.raises(ValueError, match="no user"):
         resolve_user("no-such-user-npu-lab")
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--timeout-s", "0"], "timeout_s must be a number of seconds > 0"),
+    (["--memory-gb", "0.1"], "memory_gb must be at least 0.5"),
+    (["--sandbox-user", "no-such-user-npu-lab"], "no user 'no-such-user-npu-lab'"),
+    (["--roster", "/nonexistent/roster.txt"], "roster '/nonexistent/roster.txt' does not exist"),
+])
+def test_grade_refuses_bad_limits_and_options(tmp_path, capsys, options, message):
+    from npu_lab.cli import main as cli_main
+
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    (tmp_path / "subs" / "alice" / "90_practice.ipynb").write_text("{}")
+    fixture = __import__("pathlib").Path(__file__).parent / "data" / "nbgrader"
+    assert cli_main(["grade", str(tmp_path / "subs"), "-o", str(tmp_path / "out"), "--instructor", str(fixture),
+                     *options]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()                      # refused before anything was written

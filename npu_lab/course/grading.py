@@ -194,8 +194,8 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
         if not submissions:
             raise GradingError(f"no submission in {submissions_dir} is from a student on the roster {roster}")
     out = Path(out_dir)
-    if out.resolve() == Path(submissions_dir).resolve():
-        raise GradingError("the output folder must not be the submissions folder")
+    if out.resolve() == Path(submissions_dir).resolve() or Path(submissions_dir).resolve() in out.resolve().parents:
+        raise GradingError("the output folder must not be the submissions folder or inside it (-o elsewhere)")
     # every submission's bytes, read once: what is graded even if a file is overwritten meanwhile
     handed_in = {(s, a): path.read_bytes() for s, nbs in submissions.items() for a, path in nbs.items()}
     course = out / "course"
@@ -208,7 +208,9 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
     plans = {a: _instructor_plan(course, a) for a in assignments}
     import npu_lab
 
-    watched = [course, Path(submissions_dir), Path(instructor_dir), Path(npu_lab.__file__).resolve().parent]
+    package = Path(npu_lab.__file__).resolve().parent
+    # the course data beside the package (npu_lab.data reads it) is the library's too
+    watched = [course, Path(submissions_dir), Path(instructor_dir), package, package.parent / "data"]
     status: dict[tuple[str, str, str], str] = {}
     graded: set[tuple[str, str]] = set()
     seconds: dict[tuple[str, str], float] = {}
@@ -216,8 +218,8 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
     try:
         scratch_root.chmod(0o711)        # the unprivileged child may enter its own folder, list none
         libdir = library_copy(scratch_root / "lib")
-        user, hidden, isolation = _isolation(user, sandbox_user, [out, Path(submissions_dir), Path(instructor_dir),
-                                                                 watched[-1]], [scratch_root, Path(child_python())])
+        user, hidden, isolation = _isolation(user, sandbox_user, [out, *watched[1:]],
+                                             [scratch_root, Path(child_python())])
         problems.extend(isolation["problems"])
         # phase 1: every submission runs, one child at a time; the course folder holds no
         # student's data yet, and the executed notebooks stay in this process (compressed)
