@@ -20,8 +20,8 @@ no magics), their lines registered with ``linecache`` so tracebacks and ``inspec
 work as in a notebook.
 
 What this does *not* stop: code that deliberately attacks the interpreter it runs in (patching
-this module, ``builtins``, numpy or ``sys.settrace`` so that a later cell misbehaves) can forge
-its own notebook's results — it cannot reach other submissions or the gradebook, and the
+this module, ``builtins``, numpy or ``sys.settrace`` so that a later cell misbehaves, or a thread
+reading stdin to answer for a later cell) can forge its own notebook's results — it cannot reach other submissions or the gradebook, and the
 instructor reviews grades in formgrader (docs/instructors.md).
 """
 
