@@ -195,3 +195,27 @@ def test_grade_refuses_bad_limits_and_options(tmp_path, capsys, options, message
                      *options]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()                      # refused before anything was written
+
+
+def test_every_course_check_is_bound_afresh_from_the_instructor_setup():
+    """Each check cell of instructor/ calls checks that its guarded version re-imports: names
+    imported or defined in the instructor's setup cells (a check defined elsewhere — in an
+    answer cell — would be the student's)."""
+    import builtins
+
+    from npu_lab.course.markers import apply_metadata, notebook_paths
+    from npu_lab.course.release import INSTRUCTOR_DIR
+    from npu_lab.course.submission import called_names
+
+    paths = notebook_paths(INSTRUCTOR_DIR)
+    if not paths:
+        pytest.skip("no instructor/ notebooks yet: run `python scripts/make_instructor.py`")
+    checked = 0
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        for ex in apply_metadata(nb, path.name):
+            _setup, names = instructor_setup(nb, ex.check_cell)
+            called = called_names(nb.cells[ex.check_cell].source) - set(dir(builtins))
+            assert called and called <= names, f"{path.name} {ex.id}: {sorted(called - names)} not in the setup"
+            checked += 1
+    assert checked >= 20
