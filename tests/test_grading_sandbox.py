@@ -180,8 +180,10 @@ def test_resolve_user_rejects_unknown_users():
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--timeout-s", "0"], "timeout_s must be a number of seconds > 0"),
-    (["--memory-gb", "0.1"], "memory_gb must be at least 0.5"),
+    (["--timeout-s", "0"], "timeout_s must be a finite number of seconds > 0"),
+    (["--timeout-s", "inf"], "timeout_s must be a finite number of seconds > 0"),
+    (["--memory-gb", "0.1"], "at least 0.5"),
+    (["--memory-gb", "nan"], "at least 0.5"),
     (["--sandbox-user", "no-such-user-npu-lab"], "no user 'no-such-user-npu-lab'"),
     (["--roster", "/nonexistent/roster.txt"], "roster '/nonexistent/roster.txt' does not exist"),
 ])

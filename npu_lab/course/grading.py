@@ -39,6 +39,7 @@ is not.
 from __future__ import annotations
 
 import csv
+import math
 import os
 import shutil
 import sys
@@ -171,10 +172,13 @@ def grade_submissions(submissions_dir, out_dir, instructor_dir=INSTRUCTOR_DIR, *
     from . import guard
     from .sandbox import child_python, library_copy, resolve_user
 
-    if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-        raise GradingError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}")
-    if memory_gb is not None and not (isinstance(memory_gb, (int, float)) and memory_gb >= 0.5):
-        raise GradingError(f"memory_gb must be at least 0.5 (a Python with numpy needs that), got {memory_gb!r}")
+    if not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
+            and math.isfinite(timeout_s) and timeout_s > 0):
+        raise GradingError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+    if memory_gb is not None and not (isinstance(memory_gb, (int, float)) and not isinstance(memory_gb, bool)
+                                      and math.isfinite(memory_gb) and memory_gb >= 0.5):
+        raise GradingError(f"memory_gb must be a finite number of GB, at least 0.5 (a Python with numpy needs "
+                           f"that), or None for no limit; got {memory_gb!r}")
     try:
         user = resolve_user(sandbox_user)
     except ValueError as exc:
