@@ -63,10 +63,15 @@ release: install  ## student notebooks/ from instructor/ (nbgrader generate_assi
 	$(PY) scripts/nbgrader_metadata.py --strip-outputs 'instructor/[0-9][0-9]*_*.ipynb'
 	$(PY) scripts/release.py
 
-# make grade SUBMISSIONS=dir [GRADES=out]: dir/<student>/<NN_name>.ipynb -> scores CSV + feedback
+# make grade SUBMISSIONS=dir [GRADES=out] [ROSTER=file] [GRADE_TIMEOUT_S=120] [GRADE_MEMORY_GB=4]:
+# dir/<student>/<NN_name>.ipynb -> scores CSV + feedback; each notebook in a sandboxed process
+# with that wall-clock and memory limit (docs/instructors.md)
+GRADE_TIMEOUT_S ?= 120
+GRADE_MEMORY_GB ?= 4
 grade: install  ## autograde SUBMISSIONS=dir with nbgrader: scores.csv and feedback pages
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=outdir]  (dir/<student>/<NN_name>.ipynb)"; exit 2; }
-	$(PY) -m npu_lab grade '$(SUBMISSIONS)' $(if $(GRADES),-o '$(GRADES)')
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=dir [GRADES=outdir] [ROSTER=file] [GRADE_TIMEOUT_S=120] [GRADE_MEMORY_GB=4]  (dir/<student>/<NN_name>.ipynb)"; exit 2; }
+	$(PY) -m npu_lab grade '$(SUBMISSIONS)' $(if $(GRADES),-o '$(GRADES)') $(if $(ROSTER),--roster '$(ROSTER)') \
+		--timeout-s $(GRADE_TIMEOUT_S) --memory-gb $(GRADE_MEMORY_GB)
 
 instructor: install  ## once: copy notebooks/ to instructor/ with nbgrader metadata (then make release)
 	$(PY) scripts/make_instructor.py

@@ -342,14 +342,17 @@ def cmd_claims(args) -> int:
 
 # ------------------------------------------------------------------------------- grade
 def cmd_grade(args) -> int:
-    from .course.grading import grade_submissions
+    from .course.grading import DEFAULT_MEMORY_GB, DEFAULT_TIMEOUT_S, grade_submissions
     from .course.release import INSTRUCTOR_DIR, ReleaseError
 
     submissions = Path(args.submissions)
     out = Path(args.output) if args.output else submissions.resolve().parent / f"{submissions.resolve().name}_graded"
     instructor = Path(args.instructor) if args.instructor else INSTRUCTOR_DIR
     try:
-        report = grade_submissions(submissions, out, instructor)
+        report = grade_submissions(submissions, out, instructor,
+                                   timeout_s=DEFAULT_TIMEOUT_S if args.timeout_s is None else args.timeout_s,
+                                   memory_gb=DEFAULT_MEMORY_GB if args.memory_gb is None else args.memory_gb,
+                                   sandbox_user=args.sandbox_user, roster=args.roster)
     except ReleaseError as exc:
         raise CliError(str(exc), 1) from exc
     print(f"graded {len({r['student'] for r in report.rows})} student(s) in {submissions} against {instructor}:")
@@ -457,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_claims)
 
     p = sub.add_parser("grade", help="autograde submitted notebooks with nbgrader (instructors)",
-                       description=_wrap("Autograde a folder of submitted course notebooks with nbgrader "
+                       description=_wrap("Autograde a folder of submitted course notebooks with nbgrader, each "
+                                         "in a sandboxed process of its own (time and memory limits), "
                                          "against the instructor notebooks (hidden tests restored from "
                                          "them) and write scores.csv (one row per student and exercise), "
                                          "scores_by_student.csv and feedback HTML pages."),
@@ -468,6 +472,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write scores and feedback (default: SUBMISSIONS_graded beside it)")
     p.add_argument("--instructor", metavar="DIR",
                    help="folder of the instructor notebooks (default: the repository's instructor/)")
+    p.add_argument("--timeout-s", dest="timeout_s", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock limit per submitted notebook (default 120); past it the notebook's "
+                        "remaining cells get no points")
+    p.add_argument("--memory-gb", dest="memory_gb", type=float, default=None, metavar="GB",
+                   help="address-space limit of the process that runs one submission (default 4)")
+    p.add_argument("--sandbox-user", dest="sandbox_user", default="auto", metavar="USER",
+                   help="user the submitted cells run as: auto (default: nobody when run as root, else "
+                        "yourself), none (yourself), or a user name")
+    p.add_argument("--roster", metavar="FILE",
+                   help="file of student ids (one per line): a folder of a student not on it is reported, "
+                        "not graded")
     p.set_defaults(func=cmd_grade)
     return parser
 

@@ -213,9 +213,51 @@ def bench_tile_explorer() -> None:
     row("UB budget explorer, E slider", t * 1e3, "ms", f"median of {k}")
 
 
+def bench_grading() -> None:
+    """Grading seconds per submission (``make grade``): the fixture course of
+    tests/data/nbgrader, a solved and an untouched submission per student, through the whole
+    pipeline (sandboxed child per notebook, nbgrader autograde and feedback). One batch: the
+    per-notebook figure is the median over its notebooks, plus the batch's fixed cost."""
+    import copy
+    import io
+    import tempfile
+    from contextlib import redirect_stdout
+
+    import nbformat
+
+    from npu_lab.course.grading import grade_submissions
+    from npu_lab.course.markers import find_exercises
+    from npu_lab.course.release import generate_student_notebooks
+    from npu_lab.course.solutions import without_markers
+
+    section("grading (make grade, fixture course)")
+    fixture = Path(__file__).resolve().parents[1] / "tests" / "data" / "nbgrader" / "90_practice.ipynb"
+    students = 6
+    with tempfile.TemporaryDirectory(prefix="npu_lab_bench_grade_") as tmp:
+        root = Path(tmp)
+        [released] = generate_student_notebooks([fixture], root / "release")
+        stub = nbformat.read(released, as_version=4)
+        instructor = nbformat.read(fixture, as_version=4)
+        solved = copy.deepcopy(stub)
+        for ex in find_exercises(instructor):
+            solved.cells[ex.solution_cell].source = without_markers(instructor.cells[ex.solution_cell].source)
+        for i in range(students):
+            (root / "subs" / f"s{i}").mkdir(parents=True)
+            nbformat.write(solved if i % 2 == 0 else stub, root / "subs" / f"s{i}" / fixture.name)
+        start = time.perf_counter()
+        with redirect_stdout(io.StringIO()):
+            report = grade_submissions(root / "subs", root / "out", fixture.parent)
+        total = time.perf_counter() - start
+    per = sorted(report.seconds.values())
+    row("run one submission (sandbox), median", statistics.median(per), "s", f"{len(per)} notebooks")
+    row("grade one submission, whole batch / count", total / len(per), "s", "incl. nbgrader, course build")
+    row(f"batch of {students} submissions", total, "s")
+    print(f"  ({report.isolation})")
+
+
 #: Sections in print order; append yours.
 SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_moe_sweep, bench_moe_full,
-            bench_moe_scaling]
+            bench_moe_scaling, bench_grading]
 
 
 def main(argv: list[str]) -> int:

@@ -5,8 +5,9 @@
 * the real pipeline on the fixture tests/data/nbgrader/90_practice.ipynb (one prediction, one
   kernel exercise): nbgrader's generate_assignment in a temporary course folder gives a student
   notebook without solutions whose stubs run; two submissions — one solved, one untouched — are
-  autograded by ``python -m npu_lab grade`` (hidden tests restored from the gradebook) and the
-  score CSVs say 4/4 and 0/4;
+  autograded by ``python -m npu_lab grade`` (check cells and hidden tests restored from the
+  instructor's source, run in the sandbox, scored by nbgrader from the gradebook) and the score
+  CSVs say 4/4 and 0/4 (hostile submissions: tests/test_grading_hostile.py);
 * staleness: the committed notebooks/ are what `make release` would write from instructor/
   (skipped, saying so, until instructor/ exists);
 * show_solution; the one-shot conversion scripts/make_instructor.py on a temporary copy.

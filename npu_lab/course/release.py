@@ -101,9 +101,11 @@ def nbgrader_environment():
         nbgrader.api.get_alembic_version = old_version
 
 
-def run_nbgrader(converter_name: str, course_root: Path, **coursedir_attrs) -> str:
+def run_nbgrader(converter_name: str, course_root: Path, configure=None, **coursedir_attrs) -> str:
     """Run one nbgrader converter (``GenerateAssignment``, ``Autograde``, ``GenerateFeedback``)
-    in-process on the course at ``course_root``; return its log. Raises :class:`ReleaseError`."""
+    in-process on the course at ``course_root``; return its log. ``configure(config)``, if given,
+    changes the traitlets Config first (the grader's Autograde without Execute, :mod:`.grading`).
+    Raises :class:`ReleaseError`."""
     try:
         import nbgrader.converters as converters
         from nbgrader.coursedir import CourseDirectory
@@ -111,6 +113,8 @@ def run_nbgrader(converter_name: str, course_root: Path, **coursedir_attrs) -> s
     except ImportError as exc:
         raise ReleaseError("nbgrader is not installed: run `make install` (or `pip install nbgrader`)") from exc
     config = nbgrader_config(course_root)
+    if configure is not None:
+        configure(config)
     coursedir = CourseDirectory(config=config)
     for key, value in coursedir_attrs.items():
         setattr(coursedir, key, value)

@@ -40,7 +40,8 @@ from ..sim.launch_cost import (canonical_kernel_type, cores_launched, execution_
 from ..sim.schedule import schedule_blocks
 from ..sim.timeline import LaunchRecord, Timeline, gm_read_bytes
 from .context import KernelContext
-from .errors import CapabilityError
+from .tensor import GlobalTensor
+from .errors import AscendCRuleError, CapabilityError
 
 
 def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
@@ -132,6 +133,30 @@ def _check_block_dim(block_dim) -> int:
     return int(block_dim)
 
 
+#: Why a kernel's numpy write to a GlobalTensor fails (see GlobalTensor: read-only inside a launch).
+GM_WRITE_RULE = ("the kernel wrote a GlobalTensor through numpy (`gm.data[...] = ...`, an in-place "
+                 "operator or `out=` on `gm.data`): a kernel writes global memory only with its "
+                 "instructions — DataCopy / DataCopyPad from a UB LocalTensor to the GlobalTensor "
+                 "(asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/数据搬运/DataCopy（GM与UB连续数据搬运）.md); inside a launch `gm.data` is "
+                 "read-only to the kernel's Python. Load the inputs into UB, compute with vector "
+                 "instructions, then DataCopy the result out")
+
+
+@contextlib.contextmanager
+def _gm_written_by_instructions_only():
+    """Around one kernel body: GM is read-only to the kernel's own Python (GlobalTensor), and
+    numpy's bare "read-only" error becomes an AscendCRuleError that says what the kernel did."""
+    GlobalTensor.kernel_running += 1
+    try:
+        yield
+    except ValueError as exc:
+        if "read-only" in str(exc) and not isinstance(exc, SimulationError):
+            raise AscendCRuleError(GM_WRITE_RULE) from exc
+        raise
+    finally:
+        GlobalTensor.kernel_running -= 1
+
+
 def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2",
            timing_only: bool = False, name: str | None = None, l2: L2Cache | None = None,
            **kwargs) -> Timeline:
@@ -178,7 +203,7 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         ctx.gm_router = router               # read by DmaOps._dma through sim.l2.gm_bytes_per_cycle
         # float overflow / NaN / invalid casts are silent on the device, as here; one errstate per
         # block rather than per instruction (it is not free: ~1 us a call)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), _gm_written_by_instructions_only():
             kernel(ctx, *args, **kwargs)
         if stream is None:
             return ctx.core.finish(), None

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
 
 import numpy as np
 
@@ -90,10 +92,24 @@ class GmBuffer:
         return f"GmBuffer({self.name!r}, {self.nbytes} B)"
 
 
+#: The npu_lab package folder: code under it is the library (its DMA paths write GM).
+_LIBRARY_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
+
+
 class GlobalTensor:
     """A flat tensor in global memory, like Ascend C's ``GlobalTensor<T>``: ``size`` elements of
     ``dtype`` (``GetSize()``), ``gm[offset]`` for a tensor further on. ``.data`` is the numpy
-    storage (``None`` in a timing-only run); ``.buffer`` the allocation it points into."""
+    storage (``None`` in a timing-only run); ``.buffer`` the allocation it points into.
+
+    While a kernel body runs (``kernel_running`` > 0, set by :func:`npu_lab.lang.launch`),
+    ``.data`` seen from code outside the npu_lab package (the kernel's own lines) is a read-only
+    view: a kernel reaches GM only through its instructions (``DataCopy`` / ``DataCopyPad`` to
+    GM write it, as on the device, where a kernel has no other path to HBM), so an output
+    written with numpy fails instead of passing a check. The library's own instruction code gets
+    the writable view. Deliberately bypassing this (the private ``_base`` array) is not stopped."""
+
+    #: > 0 while a launch runs a kernel body (see the class docstring)
+    kernel_running = 0
 
     def __init__(self, data: np.ndarray | None, size: int, dtype, name: str = "gm", _offset: int = 0,
                  _buffer: GmBuffer | None = None):
@@ -126,7 +142,10 @@ class GlobalTensor:
     def data(self) -> np.ndarray | None:
         if self._base is None:
             return None
-        return self._base[self._offset:self._offset + self.size]
+        view = self._base[self._offset:self._offset + self.size]
+        if GlobalTensor.kernel_running and not sys._getframe(1).f_code.co_filename.startswith(_LIBRARY_DIR):
+            view.flags.writeable = False      # the kernel's own Python: read-only (class docstring)
+        return view
 
     @property
     def nbytes(self) -> int:
