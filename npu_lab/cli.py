@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._files import write_atomically
 from .data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
 from .kernels.moe_gating import (ARTICLE_TILE_S, VERSIONS, moe_gating_topk, moe_gating_topk_reference,
                                  reproduce_article_claims, simulate_moe_gating,
@@ -118,10 +119,21 @@ def _check_writable(path: str, what: str) -> None:
 
 
 def _write(path: str, what: str, writer) -> None:
+    """``writer(tmp)`` into a temporary file beside ``path``, renamed to ``path`` once complete:
+    a failed write leaves no truncated file (and an existing one as it was)."""
     try:
-        writer(path)
+        write_atomically(path, writer, what)
     except OSError as exc:
         raise CliError(f"cannot write the {what} to {path}: {exc.strerror or exc}", 1) from exc
+
+
+def _tile_text(tiling) -> str:
+    """", tileS=N" for a fused tiling, v4's rows per core / per loop, nothing without one."""
+    if tiling is None:
+        return ""
+    if hasattr(tiling, "tileS"):
+        return f", tileS={tiling.tileS}"
+    return f", rows per core {tiling.blockFormer}, per loop {tiling.ubFormer}"    # v4's struct
 
 
 def _shape_text(args) -> str:
@@ -226,7 +238,7 @@ def cmd_trace(args) -> int:
     if capped:
         shown += (f", the default cap of ~{TRACE_EVENT_BUDGET:,} events; --max-blocks {blocks} "
                   "writes every block")
-    tile = f", tileS={result.tiling.tileS}" if result.tiling is not None else ""
+    tile = _tile_text(result.tiling)
     verdict = timeline.bottleneck()[0]
     print(f"MoeGatingTopK {args.version} on {hw.name} ({_shape_text(args)}{tile}): "
           f"latency {timeline.total_us:.2f} µs, {verdict}-bound; wrote {events} events ({shown}) "
@@ -284,7 +296,7 @@ def cmd_run(args) -> int:
     same = result.indices == ref_idx
     err = float(np.max(np.abs(result.weights.astype(np.float64) - ref_w.astype(np.float64))))
     timeline = result.timeline
-    tile = f", tileS={result.tiling.tileS}" if result.tiling is not None else ""
+    tile = _tile_text(result.tiling)
     print(f"MoeGatingTopK {args.version} on {hw.name}: {_shape_text(args)}, {args.dtype} logits "
           f"~ N(0, {args.scale:g}²), seed {args.seed}")
     match = "yes" if same.all() else f"NO ({int((~same).sum())} of {same.size} differ)"

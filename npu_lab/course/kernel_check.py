@@ -550,6 +550,8 @@ def write_exercises_markdown(path=None) -> str:
     """Write :func:`exercises_markdown` to docs/kernel_exercises.md (or ``path``); returns the path."""
     from pathlib import Path
 
-    path = Path(path) if path else Path(__file__).resolve().parents[2] / "docs" / "kernel_exercises.md"
-    path.write_text(exercises_markdown(), encoding="utf-8")
+    from .._files import check_path, write_text_atomically
+
+    path = Path(check_path(path)) if path is not None else Path(__file__).resolve().parents[2] / "docs" / "kernel_exercises.md"
+    write_text_atomically(path, exercises_markdown())
     return str(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..._files import write_atomically
 from ...lang import CapabilityError
 from ...presets import DATA_DIR, get_preset
 from .buckets import TABLE_OF_VERSION, TABLES, bucket_table_path, clear_cache, nearest_bucket_tile_s
@@ -153,7 +154,8 @@ def write_bucket_table(version: str = "v3", chip: str = "ascend-910b2") -> Path:
     """Autotune every bucket of ``version`` on ``chip`` and write the table to ``data/``."""
     hw = get_preset(chip)
     path = bucket_table_path(version, hw.name)
-    bucket_table(version, hw).to_csv(path, index=False)
+    table = bucket_table(version, hw)
+    write_atomically(path, lambda p: table.to_csv(p, index=False), "bucket table")   # whole or not at all
     clear_cache()
     return path
 
