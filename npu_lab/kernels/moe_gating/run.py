@@ -110,6 +110,23 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
     return max(1, min(tile, S, capacity))
 
 
+#: Most tiles one fused launch may have. The host and the kernels keep per-tile lists (tile
+#: sizes, the tile order, each block's tiles: ~60 B a tile); at this many a timing-only run
+#: takes about 0.3 s and 250 MB. A 2**31-point sequence at tileS = 8 would be 2.7e8 tiles (~9 GB).
+MAX_TILES = 1 << 22
+INT32_MAX = 2**31 - 1
+
+
+def _check_tile_count(tiling: MoeGatingTiling, version: str) -> None:
+    if tiling.totalTiles > MAX_TILES:
+        least = -(-tiling.S // max(1, MAX_TILES // tiling.B))
+        raise ValueError(
+            f"{version} at tileS={tiling.tileS} cuts B={tiling.B} x S={tiling.S} into {tiling.totalTiles:,} tiles, "
+            f"more than the simulator's limit of {MAX_TILES:,} (npu_lab.kernels.moe_gating.run.MAX_TILES: "
+            f"its per-tile bookkeeping would need ~{tiling.totalTiles * 60 / 2**30:.1f} GiB); use tileS >= {least:,} "
+            "if the UB holds it, a smaller B·S, or v4 (rows per core and per loop)")
+
+
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
                     tile_s: int | None = None, dtype=np.float32):
     """(tiling, block_dim) the host would choose. v1 launches one block per tile; v2/v2c/v3
@@ -131,11 +148,19 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
             tiling = calculate_moe_gating_v4_tiling(B, S, E, K, hw, dtype=dtype)
             return tiling, v4_block_dim(tiling)
         # the framework's generic kernels pick their own row tiling
+        if B * S > INT32_MAX:
+            raise ValueError(f"the discrete chain's row tiling holds N = B·S in an int32 field: B·S = {B * S:,} "
+                             f"is more than {INT32_MAX:,}; use a smaller B or S")
         t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
+        if t.tiles > MAX_TILES:
+            raise ValueError(f"the discrete chain cuts B·S = {B * S:,} rows into {t.tiles:,} tiles of {t.rows} rows, "
+                             f"more than the simulator's limit of {MAX_TILES:,} "
+                             "(npu_lab.kernels.moe_gating.run.MAX_TILES); use a smaller B·S")
         return None, min(hw.vector_cores, t.tiles)
     if tile_s is None:
         tile_s = default_tile_s(B, S, E, K, version, hw)
     tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
+    _check_tile_count(tiling, version)
     block_dim = tiling.totalTiles if version == "v1" else min(hw.vector_cores, tiling.totalTiles)
     return tiling, block_dim
 
