@@ -100,6 +100,9 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
     v2c, v3 (and v2_bad_sync, v3_fast_exp) the autotuned bucket table of the chip, nearest bucket
     to (B·S, E, K), clamped to S and the UB capacity; None (the host rule) without a table."""
     B, S, E, K = _check_shape(B, S, E, K)
+    if _check_version(version) not in _BUDGET_VERSION:
+        raise ValueError(f"default_tile_s is for the versions that tile by tileS ({', '.join(_BUDGET_VERSION)}); "
+                         f"{version} picks its own row tiling (plan_moe_gating gives it)")
     hw = _hw(hw)
     tile = nearest_bucket_tile_s(B * S, E, K, version, hw.name)
     if tile is None:
@@ -171,10 +174,13 @@ def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
         raise ValueError("the discrete chain has no MoeGatingTiling: its UB per kernel is "
                          "discrete.topk_ub_buffers(rows, E, K); ub_used_bytes takes a fused version "
                          f"({', '.join(_BUDGET_VERSION)} or v4)")
-    if isinstance(tiling, MoeGatingV4Tiling):
+    if version == "v4":
+        if not isinstance(tiling, MoeGatingV4Tiling):
+            raise TypeError(f"v4's tiling is a MoeGatingV4Tiling (plan_moe_gating(..., version='v4')); got "
+                            f"{type(tiling).__name__}")
         return moe_gating_v4_ub_bytes(tiling.ubFormer, tiling.col, tiling.k)   # float32: the larger budget
     if not isinstance(tiling, MoeGatingTiling):
-        raise TypeError(f"tiling must be a MoeGatingTiling (from plan_moe_gating or "
+        raise TypeError(f"{version}'s tiling must be a MoeGatingTiling (from plan_moe_gating or "
                         f"calculate_moe_gating_tiling); got {type(tiling).__name__}")
     return moe_ub_bytes(_BUDGET_VERSION[version], tiling.tileBS, tiling.E, tiling.K)
 
