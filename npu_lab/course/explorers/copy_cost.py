@@ -35,7 +35,7 @@ from ...hardware import HardwareSpec
 from ...presets import get_preset
 from ...sim.costs import burst_efficiency, dma_occupancy_cycles, gm_aligned, round_up
 from ...sim.l2 import core_bytes_per_cycle
-from ._base import _check_choice, _chip_options, _Explorer, _LRU
+from ._base import _check_bool, _check_choice, _chip_options, _Explorer, _LRU
 
 __all__ = ["CopyCost", "copy_cost", "copy_cost_curve", "CopyCostExplorer", "BURST_CHOICES", "ALIGN_CHOICES"]
 
@@ -125,6 +125,7 @@ class CopyCostExplorer(_Explorer):
         _check_choice("chip", chip, chips)
         _check_choice("burst_bytes", burst_bytes, [(None, b) for b in BURST_CHOICES])
         _check_choice("gm_align_bytes", gm_align_bytes, [(None, a) for a in ALIGN_CHOICES])
+        _check_bool("all_cores", all_cores)
         self._curves = _LRU()
         self.burst = W.SelectionSlider(options=[(_size(b), b) for b in BURST_CHOICES], value=burst_bytes,
                                        description="burst")

@@ -10,7 +10,7 @@ import ipywidgets as W
 from ...data import load_article_tile_sweep
 from ...kernels.moe_gating import autotune, sweep
 from ..viz import latency_sweep_figure, update_latency_sweep
-from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _error_html, _Explorer, _LRU, MOE_CHIPS
+from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _check_int, _error_html, _Explorer, _LRU, MOE_CHIPS
 
 #: candidate tileS values the sweep and the tuner try
 TUNING_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -31,7 +31,7 @@ class TuningExplorer(_Explorer):
         _check_choice("version", version, [(v, v) for v in TUNING_VERSIONS])
         _check_choice("E", E, [(str(e), e) for e in E_CHOICES])
         _check_choice("K", K, [(str(k), k) for k in K_CHOICES])
-        self.S_tokens = int(S)
+        self.S_tokens = _check_int("S", S, 1, 1 << 20)
         self._results = _LRU()
         self.E = W.SelectionSlider(options=E_CHOICES, value=E, description="E")
         self.K = W.SelectionSlider(options=K_CHOICES, value=K, description="K")
