@@ -103,6 +103,16 @@ def _guard(control, name: str) -> None:
     object.__setattr__(control, "_npu_name", name)
 
 
+def _check_list(name: str, values, lo: int = 1, hi: int = 1 << 30, most: int = 1024) -> list[int]:
+    """A non-empty list/tuple/range of whole numbers in [lo, hi] (at most ``most`` of them)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"{name} must be a list of whole numbers such as [1, 8, 32]; got {values!r}")
+    out = list(values)
+    if not 1 <= len(out) <= most:
+        raise ValueError(f"{name} must list 1 to {most} values, got {len(out)}")
+    return [_check_int(f"every value of {name}", v, lo, hi) for v in out]
+
+
 def _chip_options(chips=MOE_CHIPS) -> list[tuple[str, str]]:
     options = []
     for name in chips:

@@ -23,6 +23,23 @@ SWEEP_COLUMNS = ["tileS", "tiles", "blocks", "ub_used_kb", "latency_us", "core_u
                  "bottleneck", "hbm_bytes", "launches", "note"]
 
 
+#: Most tile sizes (or bucket values) one call simulates: each is a timing-only run.
+MAX_SWEEP_POINTS = 1024
+
+
+def _whole_list(name: str, values) -> list[int]:
+    """A non-empty list or tuple of whole numbers >= 1 (at most MAX_SWEEP_POINTS of them)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"{name} must be a list of whole numbers >= 1 such as [1, 16, 128]; got {values!r}")
+    out = list(values)
+    if not 1 <= len(out) <= MAX_SWEEP_POINTS:
+        raise ValueError(f"{name} must list 1 to {MAX_SWEEP_POINTS:,} values, got {len(out):,}")
+    for v in out:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"every value of {name} must be a whole number >= 1, got {v!r}")
+    return [int(v) for v in out]
+
+
 def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 2,
           hw="ascend-910b2", tile_s=ARTICLE_TILE_S) -> pd.DataFrame:
     """One row per tileS: the article's columns (tileS, blocks, UB used KB, latency µs, core
@@ -41,6 +58,9 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
     values = list(tile_s)
     if not values:
         raise ValueError("tile_s must list at least one tile size, e.g. [1, 4, 8, 16, 32]")
+    if len(values) > MAX_SWEEP_POINTS:
+        raise ValueError(f"tile_s lists {len(values):,} sizes; a sweep takes at most {MAX_SWEEP_POINTS:,} "
+                         "(each is a simulation): pick powers of two, e.g. candidate_tile_sizes(S)")
     for ts in values:
         if isinstance(ts, bool) or not isinstance(ts, (int, np.integer)) or ts < 1:
             raise ValueError(f"every tileS must be a whole number >= 1, got {ts!r}")
@@ -133,7 +153,11 @@ def bucket_table(version: str = "v3", hw="ascend-910b2", S_values=BUCKET_S, E_va
     :mod:`.buckets`, which makes these tables every fused version's default). A bucket where no
     tileS runs on the chip (e.g. an 8-byte output row the 310P3 cannot store without DataCopyPad)
     gets an empty tileS and the reason in ``note``."""
+    _check_version(version)
     hw = get_preset(hw)
+    S_values, E_values, K_values = (_whole_list(n, v) for n, v in (("S_values", S_values), ("E_values", E_values),
+                                                                     ("K_values", K_values)))
+    _check_shape(B, 1, 1, 1)
     rows = []
     for E in E_values:
         for K in K_values:
