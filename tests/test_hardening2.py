@@ -470,6 +470,9 @@ def test_garbage_detection_tells_zeros_from_untouched(dtype):
     mixed = sentinel_array(16, dtype)
     mixed[3] = 0
     assert not _is_sentinel(mixed)
+    one_ff_byte = np.ones((16, np.dtype(dtype).itemsize), np.uint8)
+    one_ff_byte[:, 0] = 0xFF                                           # a real value, not all-0xFF
+    assert not _is_sentinel(one_ff_byte.view(dtype).reshape(16))
 
 
 def test_parse_percent_of_one_is_one_hundred():
