@@ -108,6 +108,8 @@ def _chip(name: str):
 
 def _check_writable(path: str, what: str) -> None:
     """Fail before simulating when ``path`` obviously cannot be written."""
+    if not path or "\x00" in path:
+        raise CliError(f"cannot write the {what} to {path!r}: give a file name", 1)
     p = Path(path)
     if p.is_dir():
         raise CliError(f"cannot write the {what} to {path}: it is a directory", 1)
@@ -188,7 +190,7 @@ def _sweep_figure(df, best: int, reference, title: str):
 def cmd_sweep(args) -> int:
     hw = _chip(args.chip)
     for path, what in ((args.csv, "CSV"), (args.html, "HTML page")):
-        if path:
+        if path is not None:              # an empty name is refused, not skipped
             _check_writable(path, what)
     clamped = sorted({ts for ts in args.tile_s if ts > args.S})
     df = sweep(args.version, args.B, args.S, args.E, args.K, hw, args.tile_s)
@@ -211,10 +213,10 @@ def cmd_sweep(args) -> int:
               f"({best_row.latency_us:.1f} µs, {best_row.bottleneck}-bound)")
     else:
         print(f"best: tileS={best} at {best_row.latency_us:.1f} µs ({best_row.bottleneck}-bound)")
-    if args.csv:
+    if args.csv is not None:
         _write(args.csv, "CSV", lambda p: df.to_csv(p, index=False))
         print(f"wrote {args.csv} ({len(df)} rows)")
-    if args.html:
+    if args.html is not None:
         fig = _sweep_figure(df, best, reference, title)
         _write(args.html, "HTML page", lambda p: fig.write_html(p, include_plotlyjs=True, full_html=True))
         print(f"wrote {args.html} (standalone, plotly.js embedded)")

@@ -140,6 +140,12 @@ class Timeline:
 
     @classmethod
     def concat(cls, timelines) -> "Timeline":
+        if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
+            raise TypeError(f"Timeline.concat takes a list of Timelines, got {type(timelines).__name__}")
+        timelines = list(timelines)
+        bad = [type(t).__name__ for t in timelines if not isinstance(t, Timeline)]
+        if bad:
+            raise TypeError(f"Timeline.concat takes a list of Timelines; got {', '.join(sorted(set(bad)))} in it")
         out = cls()
         for t in timelines:
             out.launches.extend(t.launches)

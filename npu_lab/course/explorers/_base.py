@@ -127,7 +127,10 @@ def _chip_options(chips=MOE_CHIPS) -> list[tuple[str, str]]:
 
 def _check_choice(name: str, value, options) -> str:
     values = [v for _, v in options]
-    if value not in values:
+    # only plain scalars compare (an array's == is elementwise); a bool is not the number 1
+    scalar = isinstance(value, (str, numbers.Number, np.generic)) and not isinstance(value, np.ndarray)
+    if not scalar or not any(value == v and isinstance(value, (bool, np.bool_)) == isinstance(v, bool)
+                             for v in values):
         raise ValueError(f"{name} must be one of {values}, got {value!r}")
     return value
 
