@@ -204,8 +204,9 @@ class HardwareSpec:
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2, sort_keys=False)
-        if path is not None:
-            Path(path).write_text(text + "\n")
+        if path is not None:                  # whole or not at all (a temporary file, renamed)
+            from ._files import write_text_atomically
+            write_text_atomically(path, text + "\n", "to_json's path")
         return text
 
     @classmethod

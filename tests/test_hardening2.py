@@ -518,3 +518,19 @@ def test_hidden_folders_are_not_students(tmp_path):
         (tmp_path / who / "01_x.ipynb").write_text("{}")
     found, _ = find_submissions(tmp_path, {"01_x"})
     assert list(found) == ["alice"]
+
+
+def test_hardware_to_json_is_whole_or_absent(tmp_path, monkeypatch):
+    import npu_lab._files as files
+    out = tmp_path / "chip.json"
+    HW.to_json(out)
+    assert json.loads(out.read_text())["name"] == HW.name
+    with pytest.raises(TypeError, match="file name"):
+        HW.to_json(2)                                   # would have written into stderr's descriptor
+    def half(self, text, encoding=None):
+        Path.write_bytes(self, text[:10].encode())
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(files.Path, "write_text", half)
+    with pytest.raises(OSError):
+        HW.replace(name="other").to_json(out)
+    assert json.loads(out.read_text())["name"] == HW.name and list(tmp_path.iterdir()) == [out]
