@@ -24,8 +24,8 @@ def check_path(path, what: str = "path") -> str:
     text = os.fspath(path)
     if isinstance(text, bytes):
         text = os.fsdecode(text)
-    if not text:
-        raise ValueError(f"{what} must not be empty")
+    if not text or "\x00" in text:
+        raise ValueError(f"{what} must be a non-empty file name without NUL characters, got {text!r}")
     return text
 
 

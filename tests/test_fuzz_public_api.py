@@ -467,9 +467,12 @@ TIMELINE_CALLS = {
 @pytest.mark.parametrize("method", sorted(TIMELINE_CALLS))
 @settings(max_examples=20)
 @given(value=st.one_of(MALFORMED, st.sampled_from(["", "/", "/nonexistent-dir/t.json", 2, 1])))
-def test_timeline_methods_name_the_bad_argument(method, value):
+def test_timeline_methods_name_the_bad_argument(method, value, tmp_path_factory):
     call, names = TIMELINE_CALLS[method]
     tl = _timeline()
+    if method == "to_chrome_trace_path" and isinstance(value, str) and value not in ("", "/") \
+            and not value.startswith("/nonexistent"):
+        value = str(tmp_path_factory.mktemp("trace") / value.replace("/", "_"))   # never write into the repo
     try:
         _check_outcome(lambda: call(tl, value), names, f"Timeline.{method}({value!r})")
     except OSError as exc:                             # the OS's own word for a bad path
