@@ -107,6 +107,12 @@ def test_huge_tile_counts_are_refused_fast_and_small():
     assert "MAX_UNCLASSED_BLOCKS" in lines[9] and "block_classes" in lines[9]
 
 
+def test_sweep_marks_a_row_with_too_many_tiles_and_goes_on():
+    table = sweep("v2", 1, 2**23, 8, 2, HW, [1, 64])
+    assert "MAX_TILES" in table["note"].iloc[0] and np.isnan(table["latency_us"].iloc[0])
+    assert table["note"].iloc[1] == "" and table["latency_us"].iloc[1] > 0
+
+
 def test_timing_only_loop_holds_no_per_iteration_keys():
     """A steady 4-million-iteration loop without key is one jump; with a key, keys are asked
     lazily (the timing-only result equals the full run's on a short loop, tests/test_moe_timing)."""

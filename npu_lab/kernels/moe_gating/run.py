@@ -114,19 +114,23 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
 
 
 #: Most tiles one fused launch may have. The host and the kernels keep per-tile lists (tile
-#: sizes, the tile order, each block's tiles: ~60 B a tile); at this many a timing-only run
-#: takes about 0.3 s and 250 MB. A 2**31-point sequence at tileS = 8 would be 2.7e8 tiles (~9 GB).
+#: sizes, the tile order, each block's tiles: ~32 B a tile, measured); at this many a timing-only
+#: run takes about 0.3 s and 250 MB. 2**31 points at tileS = 8 would be 2.7e8 tiles (40 s, 8.5 GB).
 MAX_TILES = 1 << 22
 INT32_MAX = 2**31 - 1
+
+
+class TooManyTilesError(ValueError):
+    """A shape and tileS with more tiles than :data:`MAX_TILES` (a sweep marks the row and goes on)."""
 
 
 def _check_tile_count(tiling: MoeGatingTiling, version: str) -> None:
     if tiling.totalTiles > MAX_TILES:
         least = -(-tiling.S // max(1, MAX_TILES // tiling.B))
-        raise ValueError(
+        raise TooManyTilesError(
             f"{version} at tileS={tiling.tileS} cuts B={tiling.B} x S={tiling.S} into {tiling.totalTiles:,} tiles, "
             f"more than the simulator's limit of {MAX_TILES:,} (npu_lab.kernels.moe_gating.run.MAX_TILES: "
-            f"its per-tile bookkeeping would need ~{tiling.totalTiles * 60 / 2**30:.1f} GiB); use tileS >= {least:,} "
+            f"its per-tile bookkeeping would need ~{tiling.totalTiles * 32 / 2**30:.1f} GiB); use tileS >= {least:,} "
             "if the UB holds it, a smaller B·S, or v4 (rows per core and per loop)")
 
 
@@ -156,7 +160,7 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
                              f"is more than {INT32_MAX:,}; use a smaller B or S")
         t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
         if t.tiles > MAX_TILES:
-            raise ValueError(f"the discrete chain cuts B·S = {B * S:,} rows into {t.tiles:,} tiles of {t.rows} rows, "
+            raise TooManyTilesError(f"the discrete chain cuts B·S = {B * S:,} rows into {t.tiles:,} tiles of {t.rows} rows, "
                              f"more than the simulator's limit of {MAX_TILES:,} "
                              "(npu_lab.kernels.moe_gating.run.MAX_TILES); use a smaller B·S")
         return None, min(hw.vector_cores, t.tiles)

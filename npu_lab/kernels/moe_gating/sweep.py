@@ -15,7 +15,7 @@ from ..._files import write_atomically
 from ...lang import CapabilityError
 from ...presets import DATA_DIR, get_preset
 from .buckets import TABLE_OF_VERSION, TABLES, bucket_table_path, clear_cache, nearest_bucket_tile_s
-from .run import ROW_TILED, _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .run import ROW_TILED, TooManyTilesError, _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .tiling import MoeGatingTiling, UbBudgetError, _check_shape, moe_ub_capacity
 
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
@@ -75,9 +75,9 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
                 result = row_tiled
             else:
                 result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
-        except (UbBudgetError, CapabilityError) as exc:
-            # does not fit the UB, or needs an instruction the chip lacks (an unaligned tail
-            # store on the 310P3): say so in the row, go on with the others
+        except (UbBudgetError, CapabilityError, TooManyTilesError) as exc:
+            # does not fit the UB, needs an instruction the chip lacks (an unaligned tail store
+            # on the 310P3) or has more tiles than the simulator takes: say so in the row, go on
             rows.append({"tileS": int(ts), "note": str(exc)})
             continue
         t = result.timeline
