@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._files import write_atomically
 from .data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
 from .kernels.moe_gating import (ARTICLE_TILE_S, VERSIONS, moe_gating_topk, moe_gating_topk_reference,
                                  reproduce_article_claims, simulate_moe_gating,
@@ -107,6 +108,8 @@ def _chip(name: str):
 
 def _check_writable(path: str, what: str) -> None:
     """Fail before simulating when ``path`` obviously cannot be written."""
+    if not path or "\x00" in path:
+        raise CliError(f"cannot write the {what} to {path!r}: give a file name", 1)
     p = Path(path)
     if p.is_dir():
         raise CliError(f"cannot write the {what} to {path}: it is a directory", 1)
@@ -118,10 +121,21 @@ def _check_writable(path: str, what: str) -> None:
 
 
 def _write(path: str, what: str, writer) -> None:
+    """``writer(tmp)`` into a temporary file beside ``path``, renamed to ``path`` once complete:
+    a failed write leaves no truncated file (and an existing one as it was)."""
     try:
-        writer(path)
+        write_atomically(path, writer, what)
     except OSError as exc:
         raise CliError(f"cannot write the {what} to {path}: {exc.strerror or exc}", 1) from exc
+
+
+def _tile_text(tiling) -> str:
+    """", tileS=N" for a fused tiling, v4's rows per core / per loop, nothing without one."""
+    if tiling is None:
+        return ""
+    if hasattr(tiling, "tileS"):
+        return f", tileS={tiling.tileS}"
+    return f", rows per core {tiling.blockFormer}, per loop {tiling.ubFormer}"    # v4's struct
 
 
 def _shape_text(args) -> str:
@@ -176,7 +190,7 @@ def _sweep_figure(df, best: int, reference, title: str):
 def cmd_sweep(args) -> int:
     hw = _chip(args.chip)
     for path, what in ((args.csv, "CSV"), (args.html, "HTML page")):
-        if path:
+        if path is not None:              # an empty name is refused, not skipped
             _check_writable(path, what)
     clamped = sorted({ts for ts in args.tile_s if ts > args.S})
     df = sweep(args.version, args.B, args.S, args.E, args.K, hw, args.tile_s)
@@ -199,10 +213,10 @@ def cmd_sweep(args) -> int:
               f"({best_row.latency_us:.1f} µs, {best_row.bottleneck}-bound)")
     else:
         print(f"best: tileS={best} at {best_row.latency_us:.1f} µs ({best_row.bottleneck}-bound)")
-    if args.csv:
+    if args.csv is not None:
         _write(args.csv, "CSV", lambda p: df.to_csv(p, index=False))
         print(f"wrote {args.csv} ({len(df)} rows)")
-    if args.html:
+    if args.html is not None:
         fig = _sweep_figure(df, best, reference, title)
         _write(args.html, "HTML page", lambda p: fig.write_html(p, include_plotlyjs=True, full_html=True))
         print(f"wrote {args.html} (standalone, plotly.js embedded)")
@@ -226,7 +240,7 @@ def cmd_trace(args) -> int:
     if capped:
         shown += (f", the default cap of ~{TRACE_EVENT_BUDGET:,} events; --max-blocks {blocks} "
                   "writes every block")
-    tile = f", tileS={result.tiling.tileS}" if result.tiling is not None else ""
+    tile = _tile_text(result.tiling)
     verdict = timeline.bottleneck()[0]
     print(f"MoeGatingTopK {args.version} on {hw.name} ({_shape_text(args)}{tile}): "
           f"latency {timeline.total_us:.2f} µs, {verdict}-bound; wrote {events} events ({shown}) "
@@ -284,7 +298,7 @@ def cmd_run(args) -> int:
     same = result.indices == ref_idx
     err = float(np.max(np.abs(result.weights.astype(np.float64) - ref_w.astype(np.float64))))
     timeline = result.timeline
-    tile = f", tileS={result.tiling.tileS}" if result.tiling is not None else ""
+    tile = _tile_text(result.tiling)
     print(f"MoeGatingTopK {args.version} on {hw.name}: {_shape_text(args)}, {args.dtype} logits "
           f"~ N(0, {args.scale:g}²), seed {args.seed}")
     match = "yes" if same.all() else f"NO ({int((~same).sum())} of {same.size} differ)"

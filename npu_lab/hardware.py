@@ -213,8 +213,9 @@ class HardwareSpec:
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2, sort_keys=False)
-        if path is not None:
-            Path(path).write_text(text + "\n")
+        if path is not None:                  # whole or not at all (a temporary file, renamed)
+            from ._files import write_text_atomically
+            write_text_atomically(path, text + "\n", "to_json's path")
         return text
 
     @classmethod
@@ -308,12 +309,18 @@ def _provenance_from_json(prov) -> dict[str, tuple[str, str]]:
     return out
 
 
+#: Fields fixed by the Ascend C rules npu_lab.lang enforces (its BLOCK_BYTES, repeat size, MAX_REPEAT).
+_ASCEND_C_FIXED = {"block_bytes": 32, "vector_repeat_bytes": 256, "max_repeat": 255}
+#: Most cores of one kind a spec may have (per-core arrays in the scheduler and timeline).
+MAX_CORES = 4096
+
+
 def _validate(spec: HardwareSpec) -> None:
     from .capabilities import ISAS
 
     if not isinstance(spec.name, str) or not spec.name:
         raise HardwareSpecError("name must be a non-empty string")
-    if spec.isa not in ISAS:
+    if not isinstance(spec.isa, str) or spec.isa not in ISAS:     # a list is unhashable: test the type first
         raise HardwareSpecError(f"isa must name the chip's instruction set, one of {sorted(ISAS)}; "
                                 f"got {spec.isa!r}")
     for name in FIELD_DOCS:
@@ -362,6 +369,16 @@ def _validate(spec: HardwareSpec) -> None:
         raise HardwareSpecError(
             f"vector_repeat_bytes={spec.vector_repeat_bytes} must be a multiple of "
             f"block_bytes={spec.block_bytes} (a repeat is 8 blocks of 32 B on Ascend)")
+    for name, fixed in _ASCEND_C_FIXED.items():
+        if getattr(spec, name) != fixed:
+            raise HardwareSpecError(
+                f"{name} must be {fixed}, got {getattr(spec, name)!r}: npu_lab's instruction rules are Ascend C's "
+                "(DataCopy in 32-byte blocks, a vector repeat of 8 blocks = 256 bytes, at most 255 repeats), "
+                "so another value would be accepted and ignored; change the rates and sizes instead")
+    for name in ("vector_cores", "cube_cores"):
+        if getattr(spec, name) > MAX_CORES:
+            raise HardwareSpecError(f"{name} must be at most {MAX_CORES:,} (npu_lab.hardware.MAX_CORES: the simulator "
+                                    f"keeps per-core arrays; real chips have tens), got {getattr(spec, name)!r}")
     if not isinstance(spec.provenance, Mapping):
         raise HardwareSpecError(f"provenance must be a dict {{field: (kind, note)}}; got "
                                 f"{type(spec.provenance).__name__} {_short(spec.provenance)}")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import npu_lab
@@ -154,8 +154,9 @@ TARGETS = {
         **{"tiling": mg.plan_moe_gating(1, 64, 16, 2)[0], "version": "v2", slot: v})), ["tiling", "version"]),
     "get_preset": (lambda slot, v: (lambda: get_preset(v)), ["name"]),
     "replace": (lambda slot, v: (lambda: get_preset("ascend-910b2").replace(**{slot: v})),
-                ["vector_cores", "ub_bytes", "clock_ghz", "hbm_bandwidth_gbps", "block_bytes",
-                 "launch_overhead_us", "name", "description", "provenance"]),
+                ["vector_cores", "cube_cores", "ub_bytes", "clock_ghz", "hbm_bandwidth_gbps", "block_bytes",
+                 "vector_repeat_bytes", "max_repeat", "isa", "block_dispatch_us", "launch_overhead_us", "name",
+                 "description", "provenance"]),
     "fast_exp_numpy": (lambda slot, v: (lambda: mg.fast_exp_numpy(v)), ["x"]),
     "launch": (lambda slot, v: (lambda: npu_lab.launch(
         **{"kernel": _empty_kernel, "block_dim": 4, "hw": "ascend-910b2", slot: v})),
@@ -328,3 +329,157 @@ def test_cli_bad_option_is_one_line_or_works(command, data, tmp_path_factory):
     assert code in (0, 1, 2), argv
     if code:
         assert err.startswith("npu_lab: error:") and err.count("\n") == 1, (argv, err)
+
+
+# ---------------------------------------------------------------------------------- issue 22 families
+CHIPS_AND_VERSIONS = st.tuples(st.sampled_from(["ascend-910b2", "ascend-310p3", "article"]),
+                               st.sampled_from(list(mg.VERSIONS)))
+
+
+@pytest.mark.parametrize("command", ["trace", "run", "sweep"])
+@settings(max_examples=12)
+@given(chip_version=CHIPS_AND_VERSIONS, E=st.sampled_from(["8", "64", "65"]), K=st.sampled_from(["1", "9", "57"]))
+def test_cli_every_chip_and_version_is_one_line_or_works(command, chip_version, E, K, tmp_path_factory):
+    """trace/run --version v4 used to crash after the work (a missing tileS)."""
+    import io
+    chip, version = chip_version
+    argv = [command, "--chip", chip, "--version", version, "--S", "16", "--E", E, "--K", K]
+    if command == "trace":
+        argv += ["-o", str(tmp_path_factory.mktemp("trace") / "t.json")]
+    if command == "sweep":
+        argv += ["--tile-s", "4,8"]
+    out, err = io.StringIO(), io.StringIO()
+    with _bounded(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    err = err.getvalue()
+    assert code in (0, 1, 2), argv
+    assert code == 0 or (err.startswith("npu_lab: error:") and err.count("\n") == 1), (argv, err)
+
+
+PATHS_BAD = st.sampled_from(["", "/", "/nonexistent-dir/x.json", ".", "a\x00b"])
+
+
+@pytest.mark.parametrize("command, option", [("trace", "-o"), ("sweep", "--csv"), ("sweep", "--html")])
+@settings(max_examples=8)
+@given(path=PATHS_BAD)
+def test_cli_bad_output_path_is_one_line(command, option, path):
+    import io
+    argv = [command, "--S", "16", option, path] + (["--tile-s", "8"] if command == "sweep" else [])
+    out, err = io.StringIO(), io.StringIO()
+    with _bounded(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    err = err.getvalue()
+    assert code in (1, 2) and err.startswith("npu_lab: error:") and err.count("\n") == 1, (argv, err)
+
+
+_EXPLORERS: dict = {}
+
+
+def _explorer(name):
+    from npu_lab.course import explorers
+    if name not in _EXPLORERS:
+        _EXPLORERS[name] = getattr(explorers, name)()
+    return _EXPLORERS[name]
+
+
+EXPLORERS = ["CopyCostExplorer", "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer",
+             "TileSweepExplorer", "TuningExplorer", "UbBudgetExplorer"]
+
+
+@pytest.mark.parametrize("name", EXPLORERS)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_explorer_set_and_value_name_the_control(name, data):
+    """set() and .value = ... either work or raise the library's error naming the control (they
+    leaked ipywidgets' TraitError, or clamped silently)."""
+    ex = _explorer(name)
+    controls = sorted(k for k, v in vars(ex).items() if any(v is c for c in ex._controls))
+    control = data.draw(st.sampled_from(controls), label="control")
+    value = data.draw(MALFORMED, label="value")
+    how = data.draw(st.sampled_from(["set", "value"]), label="how")
+    call = (lambda: ex.set(**{control: value})) if how == "set" else \
+        (lambda: setattr(getattr(ex, control), "value", value))
+    _check_outcome(call, [control], f"{name}.{how}({control}={value!r})")
+
+
+@pytest.mark.parametrize("name", EXPLORERS)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_explorer_constructor_names_the_argument(name, data):
+    import inspect
+    from npu_lab.course import explorers
+    cls = getattr(explorers, name)
+    params = [p for p in inspect.signature(cls).parameters]
+    param = data.draw(st.sampled_from(params), label="argument")
+    value = data.draw(st.one_of(st.none(), SIZES_BAD, TYPES_BAD), label="value")
+    if param == "exp_cost" and value is None:
+        return                                       # None: the chip's own Exp cost, by design
+    _check_outcome(lambda: cls(**{param: value}), [param, "preset"], f"{name}({param}={value!r})")
+
+
+def _keyword_checks():
+    import importlib
+    import inspect
+    out = []
+    for module in ("ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex07b"):
+        mod = importlib.import_module(f"npu_lab.course.{module}")
+        for name in mod.__all__:
+            fn = getattr(mod, name)
+            if name.startswith("check_") and callable(fn):
+                kws = [p for p, d in inspect.signature(fn).parameters.items() if d.default is not d.empty]
+                out += [(module, name, kw) for kw in kws]
+    return out
+
+
+KEYWORD_CHECKS = _keyword_checks()
+
+
+@settings(max_examples=60)
+@given(target=st.sampled_from(KEYWORD_CHECKS), value=st.one_of(st.none(), SIZES_BAD, TYPES_BAD, NUMBERS_BAD))
+def test_course_check_keywords_name_the_argument(target, value):
+    """A course check's own keyword arguments are checked before any simulation
+    (check_launch_overhead(5, launches=None) ran with None)."""
+    import importlib
+    module, name, kw = target
+    check = getattr(importlib.import_module(f"npu_lab.course.{module}"), name)
+    result = _check_outcome(lambda: check(5, **{kw: value}), [kw, "preset"], f"{name}(5, {kw}={value!r})")
+    assert result is None or isinstance(result, CheckResult)
+
+
+_TIMELINE = []
+
+
+def _timeline():
+    if not _TIMELINE:
+        _TIMELINE.append(mg.simulate_moe_gating(1, 64, 16, 2, version="v2", tile_s=8).timeline)
+    return _TIMELINE[0]
+
+
+TIMELINE_CALLS = {
+    "events": (lambda tl, v: tl.events(max_blocks=v), ["max_blocks"]),
+    "to_chrome_trace_path": (lambda tl, v: tl.to_chrome_trace(v), ["path", "file name", "directory",
+                                                                  "no such file", "exists", "not empty"]),
+    "to_chrome_trace_blocks": (lambda tl, v: tl.to_chrome_trace(None, max_blocks=v), ["max_blocks"]),
+    "concat": (lambda tl, v: npu_lab.Timeline.concat(v), ["timeline", "launches", "iterable", "concat"]),
+}
+
+
+@pytest.mark.parametrize("method", sorted(TIMELINE_CALLS))
+@settings(max_examples=20)
+@given(value=st.one_of(MALFORMED, st.sampled_from(["", "/", "/nonexistent-dir/t.json", 2, 1])))
+def test_timeline_methods_name_the_bad_argument(method, value, tmp_path_factory):
+    call, names = TIMELINE_CALLS[method]
+    tl = _timeline()
+    if method == "to_chrome_trace_path" and isinstance(value, str) and value not in ("", "/") \
+            and not value.startswith("/nonexistent"):
+        value = str(tmp_path_factory.mktemp("trace") / value.replace("/", "_"))   # never write into the repo
+    try:
+        _check_outcome(lambda: call(tl, value), names, f"Timeline.{method}({value!r})")
+    except OSError as exc:                             # the OS's own word for a bad path
+        assert method == "to_chrome_trace_path", exc
+
+
+def test_empty_timeline_methods():
+    tl = npu_lab.Timeline()
+    assert tl.summary()["launches"] == 0 and tl.bottleneck()[0] == "launch"
+    assert len(tl.events()) == 0 and tl.pipe_table().empty and tl.total_us == 0

@@ -95,3 +95,70 @@ def parse_yes_no(answer):
     if isinstance(answer, bool):
         return "yes" if answer else "no"
     return parse_word(answer, _YES_NO)
+
+
+# ---- the checks' own keyword arguments ------------------------------------------------------------
+#: Largest whole number a check's shape / count keyword takes (the checks run timing-only
+#: simulations; a bigger value is a typo, and the simulator's own limits would refuse it later).
+MAX_KEYWORD_INT = 1 << 24
+
+
+def _check_keyword(owner: str, name: str, value, default) -> None:
+    """Raise when ``value`` is not the kind of value ``default`` is (the harness's arguments are
+    checked before any simulation, so a bad keyword is never reported as a wrong answer)."""
+    what = f"{owner}'s {name}"
+    if name in ("chip", "hw"):
+        from ..presets import get_preset
+
+        get_preset(value)                 # names the presets (TypeError for a non-string)
+        return
+    if name == "version":
+        from ..kernels.moe_gating import VERSIONS
+
+        if not isinstance(value, str) or value not in VERSIONS:
+            raise ValueError(f"{what} must be one of {', '.join(VERSIONS)}; got {value!r}")
+        return
+    if name == "timeline":
+        from ..sim.timeline import Timeline
+
+        if value is not None and not isinstance(value, Timeline):
+            raise TypeError(f"{what} must be None (the notebook's run) or a Timeline, got {type(value).__name__}")
+        return
+    if isinstance(default, bool):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{what} must be True or False, got {value!r}")
+    elif isinstance(default, int):
+        low = 0 if default == 0 else 1
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
+                or not low <= value <= MAX_KEYWORD_INT:
+            raise ValueError(f"{what} must be a whole number from {low} to {MAX_KEYWORD_INT:,}, got {value!r}")
+    elif isinstance(default, float):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{what} must be a finite number, got {value!r}")
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+
+
+def checked_keywords(fn):
+    """Decorate a public check (or its truth function) so every argument that has a default is
+    validated against the kind of its default before the body runs: whole numbers >= 1 (>= 0
+    when the default is 0), chips a preset, versions a MoeGatingTopK version, a timeline a
+    Timeline. Unknown keywords raise Python's own TypeError."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{fn.__name__}{sig}: {exc}") from None
+        for name, value in bound.arguments.items():
+            if name in defaults:
+                _check_keyword(fn.__name__, name, value, defaults[name])
+        return fn(*args, **kwargs)
+
+    return wrapper

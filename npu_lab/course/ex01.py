@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from .checks import checked_keywords
 from .checks import (US, CheckResult, missing as _missing, parse_number as _as_number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from ..presets import get_preset
@@ -43,11 +44,13 @@ def expected_answers() -> dict[str, object]:
             "check_largest_tile_len": largest_tile_len_truth(**LARGEST_TILE_CASE)}
 
 
+@checked_keywords
 def launch_overhead_truth(chip: str = "ascend-310p3", launches: int = 3) -> float:
     """µs of launch overhead that ``launches`` kernel launches pay on ``chip``."""
     return launches * full_launch_overhead_us(get_preset(chip))
 
 
+@checked_keywords
 def busiest_pipe_truth(timeline=None) -> str:
     """The pipe with most busy time summed over cores in ``timeline`` (default: notebook 01's run)."""
     return max(_busy_by_pipe(timeline).items(), key=lambda kv: kv[1])[0]
@@ -61,6 +64,7 @@ def _busy_by_pipe(timeline=None) -> dict[str, float]:
     return {p: b for p, b in timeline.busy_us_by_pipe().items() if b > 0}
 
 
+@checked_keywords
 def double_buffering_one_tile_times(n: int = ONE_TILE_N, chip: str = "ascend-910b2"):
     """(1-buffer µs, 2-buffer µs, helps?) of scaled-add on ``n`` elements with one tile per core,
     the tile length the buffers explorer uses for 1 tile per core."""
@@ -74,6 +78,7 @@ def double_buffering_one_tile_times(n: int = ONE_TILE_N, chip: str = "ascend-910
     return single, double, double < single * (1 - 1e-9)
 
 
+@checked_keywords
 def largest_tile_len_truth(chip: str = "ascend-310p3", num_buffers: int = 2) -> int:
     """The largest scaled-add tile_len (elements) whose 3 queues x ``num_buffers`` fit ``chip``'s UB."""
     from ..kernels.scaled_add import largest_tile_len
@@ -81,6 +86,7 @@ def largest_tile_len_truth(chip: str = "ascend-310p3", num_buffers: int = 2) -> 
     return largest_tile_len(chip, num_buffers)
 
 
+@checked_keywords
 def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
                           launches: int = LAUNCH_CHAIN["launches"]) -> CheckResult:
     """How many µs of launch overhead do ``launches`` kernel launches pay on the ``chip`` preset
@@ -113,6 +119,7 @@ def check_launch_overhead(answer, chip: str = LAUNCH_CHAIN["chip"],
                   "once per launch.")
 
 
+@checked_keywords
 def copy_bandwidth_truth(chip: str = "ascend-310p3", burst_bytes: int = 2048, gm_align_bytes: int = 512,
                          cores: int = 1) -> float:
     """GB/s one core gets from a long stream of ``burst_bytes`` copies (the copy-cost explorer's
@@ -125,6 +132,7 @@ def copy_bandwidth_truth(chip: str = "ascend-310p3", burst_bytes: int = 2048, gm
 _GBPS = ("gb/s", "gbps", "gb/sec")
 
 
+@checked_keywords
 def check_copy_bandwidth(answer, chip: str = COPY_STREAM_CASE["chip"],
                          burst_bytes: int = COPY_STREAM_CASE["burst_bytes"]) -> CheckResult:
     """A core of ``chip`` streams copies of ``burst_bytes`` each (one block per copy, GM 512-B
@@ -170,6 +178,7 @@ def check_copy_bandwidth(answer, chip: str = COPY_STREAM_CASE["chip"],
 _PIPE_ALIASES = {"scalar": "S", "vector": "V", "dma in": "MTE2", "dma out": "MTE3", "cube": "M"}
 
 
+@checked_keywords
 def check_busiest_pipe(answer, timeline=None) -> CheckResult:
     """Which pipe is busiest (most busy time summed over cores) in notebook 01's scaled-add run
     (2**20 elements on the 910B2), or in ``timeline`` if one is given? Answer: a pipe name such
@@ -198,6 +207,7 @@ _YES = {"yes", "y", "true", "it helps", "helps"}
 _NO = {"no", "n", "false", "it does not", "does not help", "no help", "not"}
 
 
+@checked_keywords
 def check_double_buffering_one_tile(answer, n: int = ONE_TILE_N) -> CheckResult:
     """With exactly 1 tile per core (scaled-add on ``n`` elements, the 910B2), does double
     buffering (2 buffers per queue) make it faster? Answer ``"yes"`` or ``"no"`` (or True / False).
@@ -224,6 +234,7 @@ def check_double_buffering_one_tile(answer, n: int = ONE_TILE_N) -> CheckResult:
                   "has only one tile?")
 
 
+@checked_keywords
 def check_largest_tile_len(answer, chip: str = LARGEST_TILE_CASE["chip"],
                            num_buffers: int = LARGEST_TILE_CASE["num_buffers"]) -> CheckResult:
     """The scaled-add kernel holds 3 queues (x, y, z) of float32 tiles. With ``num_buffers``

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import ARTICLE_SWEEP_SHAPE
+from .checks import checked_keywords
 from .checks import (parse_percent, BYTES, CheckResult, missing as _missing, parse_whole as _whole,
                      parse_word, right as _right, wrong as _wrong)
 from ..kernels.moe_gating import (moe_gating_topk, simulate_moe_gating)
@@ -57,12 +58,14 @@ def discrete_launch_share_truth(chip: str) -> float:
     return 100 * t.launch_overhead_us / t.total_us
 
 
+@checked_keywords
 def fused_advantage(S: int, chip: str = "ascend-910b2", E: int = 64, K: int = 2) -> float:
     """The chain's latency over the fused kernel's (v3, its default tiling) at B=1, S tokens."""
     chain = simulate_moe_gating(1, S, E, K, version="discrete", hw=chip).latency_us
     return chain / simulate_moe_gating(1, S, E, K, version="v3", hw=chip).latency_us
 
 
+@checked_keywords
 def fused_advantage_trend_truth(S_from: int = TREND_S[0], S_to: int = TREND_S[-1]) -> str:
     """'grow' when the fused advantage is larger at ``S_to`` than at ``S_from`` tokens, else 'shrink'."""
     return "grow" if fused_advantage(S_to) > fused_advantage(S_from) else "shrink"
@@ -73,6 +76,7 @@ def underflow_second_expert_truth() -> int:
     logits = np.array([UNDERFLOW_LOGITS], dtype=np.float32)
     return int(moe_gating_topk(logits, 3, version="discrete").indices[0][1])
 
+@checked_keywords
 def check_discrete_hbm_bytes(answer, B: int = HBM_BYTES_SHAPE["B"], S: int = HBM_BYTES_SHAPE["S"],
                              E: int = HBM_BYTES_SHAPE["E"], K: int = HBM_BYTES_SHAPE["K"]) -> CheckResult:
     """How many bytes cross HBM when the discrete chain (Softmax → TopK → Renormalise) runs at this
@@ -115,6 +119,7 @@ def check_discrete_hbm_bytes(answer, B: int = HBM_BYTES_SHAPE["B"], S: int = HBM
                   "says it too (and `.l2_hit_bytes` what L2 served).")
 
 
+@checked_keywords
 def check_discrete_launch_share(answer, chip: str = LAUNCH_SHARE_CHIP) -> CheckResult:
     """What share of the discrete chain's latency (B=1, S=1024, E=64, K=2, on ``chip``, default
     the 310P3) is launch overhead? Answer: a percentage (74 or '74%') or a fraction (0.74); within

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 
 from ..data import ARTICLE_SWEEP_SHAPE
+from .checks import checked_keywords
 from .checks import (BYTES, CheckResult, missing as _missing, parse_whole as _whole, right as _right, wrong as _wrong)
 from ..kernels.moe_gating import (UbBudgetError, calculate_moe_gating_tiling, moe_ub_budget,
                                  moe_ub_bytes, moe_ub_capacity)
@@ -54,6 +55,7 @@ def largest_tile_s_truth(E: int, K: int, version: str, chip: str) -> int:
     hw = get_preset(chip)
     return moe_ub_capacity(version, E, K, hw.ub_bytes, hw.block_bytes)
 
+@checked_keywords
 def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
                          chip: str = "ascend-910b2") -> int:
     """The smallest E for which ``tile_s`` points no longer fit ``chip``'s UB with ``version``'s
@@ -74,6 +76,7 @@ def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
     return hi
 
 
+@checked_keywords
 def check_largest_tile_s(answer, E: int = LARGEST_TILE_S_CASE["E"], K: int = LARGEST_TILE_S_CASE["K"],
                          version: str = LARGEST_TILE_S_CASE["version"],
                          chip: str = LARGEST_TILE_S_CASE["chip"]) -> CheckResult:
@@ -108,6 +111,7 @@ def check_largest_tile_s(answer, E: int = LARGEST_TILE_S_CASE["E"], K: int = LAR
                   f"{need(2) - need(1):,} B with {version}'s buffers.")
 
 
+@checked_keywords
 def check_tile_s_halving_e(answer, version: str = HALVING_CASE["version"], K: int = HALVING_CASE["K"],
                            chip: str = HALVING_CASE["chip"]) -> CheckResult:
     """From which E on (the smallest E) does the host rule choose tileS < 8 for ``version`` on
@@ -147,6 +151,7 @@ def check_tile_s_halving_e(answer, version: str = HALVING_CASE["version"], K: in
                   "(bisection: halve the interval each time).")
 
 
+@checked_keywords
 def check_honest_ub_bytes(answer, version: str = HONEST_UB_CASE["version"],
                           tile_s: int = HONEST_UB_CASE["tile_s"], E: int = HONEST_UB_CASE["E"],
                           K: int = HONEST_UB_CASE["K"]) -> CheckResult:

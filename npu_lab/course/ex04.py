@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ..data import ARTICLE_SWEEP_SHAPE
+from .checks import checked_keywords
 from .checks import (BYTES, parse_percent, CheckResult, missing as _missing, parse_number, parse_whole as _whole,
                      right as _right, wrong as _wrong)
 from ..kernels.moe_gating import simulate_moe_gating
@@ -43,6 +44,7 @@ def expected_answers() -> dict[str, object]:
             "check_double_buffer_gain": double_buffer_gain_pct()}
 
 
+@checked_keywords
 def fusing_saved_bytes(B: int = FUSING_SHAPE["B"], S: int = FUSING_SHAPE["S"], E: int = FUSING_SHAPE["E"],
                        K: int = FUSING_SHAPE["K"], chip: str = "ascend-910b2") -> int:
     """HBM bytes the discrete chain moves minus the bytes v1 moves (tileS = 8), for shape (B, S, E, K)."""
@@ -78,6 +80,7 @@ def check_fusing_saves_bytes(answer) -> CheckResult:
                   f"`simulate_moe_gating({B}, {S}, {E}, {K}, version=v).timeline.hbm_bytes` for both.")
 
 
+@checked_keywords
 def v1_waves(S: int = WAVES_CASE["S"], tile_s: int = WAVES_CASE["tile_s"], chip: str = WAVES_CASE["chip"]) -> int:
     """Waves v1 runs at (B=1, S, E=64, K=2, tile_s) on ``chip``: ceil(blocks / vector cores)."""
     blocks = simulate_moe_gating(1, S, SHAPE["E"], SHAPE["K"], version="v1", hw=chip, tile_s=tile_s).block_dim
@@ -107,6 +110,7 @@ def check_v1_waves(answer) -> CheckResult:
                   f"are there, and how many can the {hw.name}'s vector cores run at once?")
 
 
+@checked_keywords
 def double_buffer_gain_pct(chip: str = DB_GAIN_CASE["chip"], tile_s: int = DB_GAIN_CASE["tile_s"]) -> float:
     """Percent by which v2 cuts v1's latency at the article's shape, ``tile_s``, on ``chip``."""
     B, S, E, K = (SHAPE[k] for k in "BSEK")
@@ -114,6 +118,7 @@ def double_buffer_gain_pct(chip: str = DB_GAIN_CASE["chip"], tile_s: int = DB_GA
     return 100 * (1 - v2 / v1)
 
 
+@checked_keywords
 def check_double_buffer_gain(answer, chip: str = DB_GAIN_CASE["chip"], tile_s: int = DB_GAIN_CASE["tile_s"]) -> CheckResult:
     """By what percentage does v2 (double-buffered) cut v1's latency at tileS = 4 on the
     ``article`` preset (article shape)? Answer: a percentage (or fraction); within 2 points counts."""

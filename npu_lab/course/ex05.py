@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from .checks import checked_keywords
 from .checks import (PERCENT, US, CheckResult, missing as _missing, parse_number as _number,
                      right as _right, wrong as _wrong)
 from ..kernels.moe_gating import simulate_moe_gating
@@ -81,6 +82,7 @@ def check_steady_state_period(answer) -> CheckResult:
                   f"{l}, {c}, {s}, buffers={PERIOD_BUFFERS})) and measure the gap between two consecutive stores.")
 
 
+@checked_keywords
 def v2_tile_period_us(tile_s: int = PERIOD_TILE_S, chip: str = PERIOD_CHIP) -> float:
     """The pace (µs per tile) of v2's loop at ``tile_s`` on ``chip``: the hand model's steady-state
     period with two buffers, from the three stages of one v1 tile (article shape) and the chip's
@@ -90,6 +92,7 @@ def v2_tile_period_us(tile_s: int = PERIOD_TILE_S, chip: str = PERIOD_CHIP) -> f
     return steady_state_period(*(d[s] for s in STAGES), buffers=2, **handoff_costs(chip))
 
 
+@checked_keywords
 def check_v2_tile_period(answer, tile_s: int = PERIOD_TILE_S, chip: str = PERIOD_CHIP) -> CheckResult:
     """In v2 at tileS = 12 (the article's shape, 'article' preset), how many µs does each extra tile add
     to a block's loop, from the three stage times of one tile? Answer: µs (within 3 %)."""
@@ -129,6 +132,7 @@ def check_v2_tile_period(answer, tile_s: int = PERIOD_TILE_S, chip: str = PERIOD
                   f"stage_durations(simulate_moe_gating(1, 1024, 64, 2, version='v1', tile_s={tile_s}).timeline).")
 
 
+@checked_keywords
 def db_gain_pct(S: int = DB_GAIN_CASE["S"], tile_s: int = DB_GAIN_CASE["tile_s"]) -> float:
     """Percent by which v2 cuts v1's latency at (1, S, 64, 2), ``tile_s``, 910B2 preset."""
     v1, v2 = (simulate_moe_gating(1, S, SHAPE[2], SHAPE[3], version=v, hw=CHIP, tile_s=tile_s).latency_us
@@ -136,6 +140,7 @@ def db_gain_pct(S: int = DB_GAIN_CASE["S"], tile_s: int = DB_GAIN_CASE["tile_s"]
     return 100 * (1 - v2 / v1)
 
 
+@checked_keywords
 def check_db_gain_two_tiles_per_core(answer, S: int = DB_GAIN_CASE["S"], tile_s: int = DB_GAIN_CASE["tile_s"]) -> CheckResult:
     """At S = 2048 and tileS = 32 there are 64 tiles for the 910B2's 48 vector cores (E = 64, K = 2).
     By how many percent is v2 faster than v1 there? Answer: a percentage (e.g. 12 for 12 %)."""

@@ -14,6 +14,7 @@ by the same function the check uses.
 from __future__ import annotations
 
 
+from .checks import checked_keywords
 from .checks import (CYCLES, CheckResult, missing as _missing, parse_number as _number,
                      parse_whole as _whole, right as _right, wrong as _wrong)
 from ..kernels.moe_gating import exp_speedup, simulate_moe_gating
@@ -43,6 +44,7 @@ def expected_answers() -> dict[str, object]:
             "check_fast_exp_vector_cost": fast_exp_vector_cost_pct()}
 
 
+@checked_keywords
 def topk_vector_instructions(K: int = TOPK_K, E: int = 64) -> int:
     """Vector instructions v3 issues per tile for (E, K): a two-tile run minus a one-tile run."""
     return _v_instructions(K, 2, E) - _v_instructions(K, 1, E)
@@ -54,6 +56,7 @@ def _v_instructions(K: int, tiles: int, E: int) -> int:
     return int((events["pipe"] == "V").sum())
 
 
+@checked_keywords
 def check_topk_vector_instructions(answer, K: int = TOPK_K, E: int = 64) -> CheckResult:
     """v3 computes the top-K and the softmax of a whole tile with vector instructions. How many
     vector (V) instructions does it issue per tile for K = 6 (exact exp)? Answer: a whole number."""
@@ -77,6 +80,7 @@ def check_topk_vector_instructions(answer, K: int = TOPK_K, E: int = 64) -> Chec
                   "which instructions run K times, which K - 1 times, which once?")
 
 
+@checked_keywords
 def fast_exp_instructions(count: int = 4096) -> int:
     """How many vector instructions the polynomial exp issues (counted on a timeline)."""
     from ..kernels.moe_gating.article import _exp_kernel
@@ -86,6 +90,7 @@ def fast_exp_instructions(count: int = 4096) -> int:
     return int((events["pipe"] == "V").sum())
 
 
+@checked_keywords
 def exp_break_even_cycles(hw=CHIP, count: int = 4096, target: float = 1.0) -> float:
     """The ``vector_exp_cycles_per_repeat`` at which :func:`exp_speedup` reaches ``target`` (by
     bisection; the speed-up grows with the exact Exp's cost)."""
@@ -100,6 +105,7 @@ def exp_break_even_cycles(hw=CHIP, count: int = 4096, target: float = 1.0) -> fl
     return (lo + hi) / 2
 
 
+@checked_keywords
 def check_fast_exp_break_even(answer, count: int = BREAK_EVEN_COUNT) -> CheckResult:
     """From how many cycles per repeat of the exact Exp (``vector_exp_cycles_per_repeat``) on does
     the polynomial exp win, for 3000 floats on the 910B2 preset? Answer: cycles per repeat."""
@@ -120,6 +126,7 @@ def check_fast_exp_break_even(answer, count: int = BREAK_EVEN_COUNT) -> CheckRes
                   "crosses 1.0 (or solve issue + repeats x c = the polynomial's cost by hand).")
 
 
+@checked_keywords
 def fast_exp_vector_cost_pct(tile_s: int = FAST_EXP_CASE["tile_s"], K: int = FAST_EXP_CASE["K"]) -> float:
     """Percent by which v3_fast_exp raises v3's vector (V) busy time, all cores, at (1, 1024, 64, K), ``tile_s``."""
     busy = {v: simulate_moe_gating(1, 1024, SHAPE[2], K, version=v, hw=CHIP, tile_s=tile_s).timeline.busy_us_by_pipe()["V"]
@@ -127,6 +134,7 @@ def fast_exp_vector_cost_pct(tile_s: int = FAST_EXP_CASE["tile_s"], K: int = FAS
     return float(100 * (busy["v3_fast_exp"] / busy["v3"] - 1))
 
 
+@checked_keywords
 def check_fast_exp_vector_cost(answer, tile_s: int = FAST_EXP_CASE["tile_s"], K: int = FAST_EXP_CASE["K"]) -> CheckResult:
     """By how many percent does the polynomial exp raise v3's vector busy time (all cores) at S = 1024,
     E = 64, K = 4, tileS = 32 on the 910B2 preset? Answer: a percentage (negative if it lowers it);

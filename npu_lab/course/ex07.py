@@ -13,6 +13,7 @@ check's truth, computed by the same function the check uses.
 from __future__ import annotations
 
 
+from .checks import checked_keywords
 from .checks import (US, CheckResult, missing as _missing, parse_number as _number,
                      right as _right, wrong as _wrong)
 from ..kernels.moe_gating import autotune, simulate_moe_gating
@@ -42,6 +43,7 @@ def expected_answers() -> dict[str, object]:
     return {"check_fixed_tile_loss": fixed_tile_loss_pct(), "check_sweet_spot_shift": sweet_spot_shift_us()}
 
 
+@checked_keywords
 def fixed_tile_loss_pct(S: int = FIXED_TILE_CASE["S"], E: int = FIXED_TILE_CASE["E"], K: int = FIXED_TILE_CASE["K"],
                         tile_s: int = FIXED_TILE_CASE["tile_s"]) -> float:
     """Percent by which v3 at a fixed ``tile_s`` is slower than at the autotuner's tileS, (1, S, E, K), 910B2."""
@@ -71,6 +73,7 @@ def check_fixed_tile_loss(answer) -> CheckResult:
                   f"simulate_moe_gating(1, {S}, {E}, {K}, version='v3', tile_s={tile_s}).latency_us.")
 
 
+@checked_keywords
 def sweet_spot_shift_us(E: int = SHIFT_CASE["E"], K: int = SHIFT_CASE["K"]) -> float:
     """µs v1 loses on the 'article' preset at (1, 1024, E, K) by keeping the tileS that is best at E = 64, K = 2."""
     base = autotune(*SHAPE, version="v1", hw="article", candidates=ARTICLE_TILES).tile_s
@@ -243,6 +246,7 @@ FASTER_TIMED = {"B": 1, "S": 2048, "E": 64, "K": 2, "dtype": "float32", "label":
 LEADERBOARD_VERSIONS = ("v1", "v2", "v2c", "v3")
 
 
+@checked_keywords
 def leaderboard(latency_us: float, hw="ascend-910b2") -> str:
     """A latency table: the learner's kernel against the course's versions at FASTER_TIMED."""
     rows = [(f"course {v}", simulate_moe_gating(FASTER_TIMED["B"], FASTER_TIMED["S"], FASTER_TIMED["E"],

@@ -9,6 +9,7 @@ gives every check's truth, computed by the same function the check uses.
 
 from __future__ import annotations
 
+from .checks import checked_keywords
 from .checks import (FACTOR, US, CheckResult, missing as _missing, parse_number as _number, right as _right,
                      wrong as _wrong)
 from .ex07 import CHIP, FITTED_FIELDS, SHAPE
@@ -29,6 +30,7 @@ def expected_answers() -> dict[str, object]:
     return {"check_dispatch_effect": dispatch_effect_us(), "check_article_vs_datasheet": article_vs_datasheet_factor()}
 
 
+@checked_keywords
 def field_effects_us(tile_s: int = DISPATCH_TILE_S) -> dict[str, float]:
     """µs the 'article' preset's v1 latency at ``tile_s`` drops by when one fitted field goes back to its
     910B2 value, by field."""
@@ -42,16 +44,21 @@ def field_effects_us(tile_s: int = DISPATCH_TILE_S) -> dict[str, float]:
 def _measured_and_model_us(tile_s: int) -> tuple[float, float]:
     """(the article's measured v1 latency, the 910B2 preset's prediction) at ``tile_s``, in µs."""
     table = load_article_tile_sweep()
+    measured_at = table["tile_s"].astype(int).tolist()
+    if tile_s not in measured_at:
+        raise ValueError(f"tile_s must be one the article measured ({', '.join(map(str, measured_at))}), got {tile_s!r}")
     measured = float(table.loc[table["tile_s"] == tile_s, "latency_us"].iloc[0])
     return measured, simulate_moe_gating(*SHAPE, version="v1", hw=CHIP, tile_s=tile_s).latency_us
 
 
+@checked_keywords
 def article_vs_datasheet_factor(tile_s: int = 8) -> float:
     """The article's measured v1 latency at ``tile_s`` over the 910B2 preset's prediction."""
     measured, model = _measured_and_model_us(tile_s)
     return measured / model
 
 
+@checked_keywords
 def check_article_vs_datasheet(answer, tile_s: int = 8) -> CheckResult:
     """The article measured 280 µs for v1 at tileS = 8. How many times slower is that than what the
     datasheet 910B2 preset predicts for the same run? Answer: a factor (e.g. 1.5; within 10 %)."""
@@ -76,11 +83,13 @@ def check_article_vs_datasheet(answer, tile_s: int = 8) -> CheckResult:
                   "hw='ascend-910b2', tile_s=8).latency_us, and the article's 280 \u00b5s.")
 
 
+@checked_keywords
 def dispatch_effect_us(tile_s: int = DISPATCH_TILE_S) -> float:
     """µs the 'article' preset's v1 latency at ``tile_s`` drops by with ``block_dispatch_us`` back at the 910B2's."""
     return field_effects_us(tile_s)["block_dispatch_us"]
 
 
+@checked_keywords
 def check_dispatch_effect(answer, tile_s: int = DISPATCH_TILE_S) -> CheckResult:
     """v1 at tileS = 2 (512 blocks) on the 'article' preset: by how many µs does its latency drop when the
     fitted dispatch per block (``block_dispatch_us``) goes back to the 910B2 preset's value? Answer: µs

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from .checks import checked_keywords
 from .checks import US, CheckResult, missing, parse_number, parse_word, right, wrong
 from .debugging import compare_by_tile, explain_error, pipe_bubbles
 from ..kernels.moe_gating import MoeGatingTiling, simulate_moe_gating
@@ -64,6 +65,7 @@ def _failed(kernel_name: str, case: str, exc: BaseException) -> CheckResult:
 
 
 # --------------------------------------------------------------------------- 08.1
+@checked_keywords
 def run_scale_tiles(kernel, tiles: int, *, seed: int = 0, hw=CHIP):
     """Run ``kernel(ctx, x_gm, y_gm, tiles)`` on one block over ``tiles`` × TILE_ELEMENTS random
     float32 numbers; returns ``(x, y, timeline)``. Errors of the kernel propagate."""
@@ -104,6 +106,7 @@ def check_race_fix(kernel) -> CheckResult:
 
 
 # --------------------------------------------------------------------------- 08.2
+@checked_keywords
 def run_copy_tile(kernel, x, tile_b: int, tile_s: int, *, hw=CHIP):
     """Host side of ``copy_tile``: build the tiling struct for ``x`` [B, S, E] float32 (E·4 a
     multiple of 32 bytes), launch one block per tile, return ``(y [B, S, E], timeline)``."""
@@ -144,6 +147,7 @@ def check_address_fix(kernel) -> CheckResult:
 
 
 # --------------------------------------------------------------------------- 08.3 / 08.4
+@checked_keywords
 def idle_by_pipe(version: str = "v2_bad_sync", core: int = 0) -> dict[str, float]:
     """µs each pipe of ``core`` sits idle between its first and last instruction (the sum of its
     :func:`~npu_lab.course.debugging.pipe_bubbles`), for MoeGatingTopK ``version`` at

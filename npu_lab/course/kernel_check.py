@@ -40,6 +40,7 @@ from typing import Callable
 import numpy as np
 
 from ..lang import AscendCRuleError, CapabilityError, QueueError, RaceError, UbOverflowError
+from ..presets import get_preset
 from ..sim import SimulationError
 from .checks import CheckResult
 
@@ -331,7 +332,12 @@ def check_kernel(fn, exercise_id: str, *, hw=None, show: bool = False) -> Kernel
     :class:`KernelCheckResult` (never raises on a wrong or unfinished answer). ``hw``: a preset
     name (default: the exercise's chip). ``show=True`` displays the timeline in a notebook."""
     ex = _exercise(exercise_id)
-    hw = hw or ex.hw
+    # the harness's own arguments are checked before the learner's code runs: a bad chip name is
+    # the caller's mistake, not an error in their kernel
+    hw = ex.hw if hw is None else hw
+    get_preset(hw)                      # raises naming the presets (or the wrong type)
+    if not isinstance(show, (bool, np.bool_)):
+        raise TypeError(f"check_kernel's show must be True or False, got {show!r}")
     if fn is None:
         return _result("No answer yet: define your function in the cell above and pass it here.", None)
     if not callable(fn):
@@ -550,6 +556,8 @@ def write_exercises_markdown(path=None) -> str:
     """Write :func:`exercises_markdown` to docs/kernel_exercises.md (or ``path``); returns the path."""
     from pathlib import Path
 
-    path = Path(path) if path else Path(__file__).resolve().parents[2] / "docs" / "kernel_exercises.md"
-    path.write_text(exercises_markdown(), encoding="utf-8")
+    from .._files import check_path, write_text_atomically
+
+    path = Path(check_path(path)) if path is not None else Path(__file__).resolve().parents[2] / "docs" / "kernel_exercises.md"
+    write_text_atomically(path, exercises_markdown())
     return str(path)

@@ -94,6 +94,26 @@ def _check_handoff(latency_us, sync_us) -> tuple[float, float]:
     return _check_duration("latency_us", latency_us), _check_duration("sync_us", sync_us)
 
 
+#: Most tiles :func:`pipeline_schedule` / :func:`pipeline_latency` model (a DataFrame of three
+#: rows a tile; the latency's loop keeps only ``buffers`` tiles, ~1 µs a tile). A longer loop
+#: runs at :func:`steady_state_period` per tile: n × period is its time to within the ramp.
+MAX_PIPELINE_TILES = 1_000_000
+
+
+def _check_schedule_args(n_tiles, load_us, compute_us, store_us, buffers, barrier, latency_us, sync_us):
+    n = _check_count("n_tiles", n_tiles)
+    if n > MAX_PIPELINE_TILES:
+        raise ValueError(f"n_tiles must be at most {MAX_PIPELINE_TILES:,} (npu_lab.course.pipeline_diagram."
+                         f"MAX_PIPELINE_TILES), got {n:,}; a long loop runs at steady_state_period(...) per tile, "
+                         "so n_tiles x that period is its time to within the first tiles' ramp")
+    b = _check_count("buffers", buffers)
+    stage_us = tuple(_check_duration(f"{s}_us", v) for s, v in zip(STAGES, (load_us, compute_us, store_us)))
+    if not isinstance(barrier, (bool, np.bool_)):
+        raise ValueError(f"barrier must be True or False, got {barrier!r}")
+    lat, sync = _check_handoff(latency_us, sync_us)
+    return n, b, stage_us, lat, sync
+
+
 def pipeline_schedule(n_tiles: int, load_us: float, compute_us: float, store_us: float, *,
                       buffers: int = 2, barrier: bool = False, latency_us: float = 0.0,
                       sync_us: float = 0.0) -> pd.DataFrame:
@@ -106,12 +126,9 @@ def pipeline_schedule(n_tiles: int, load_us: float, compute_us: float, store_us:
     (``load`` / ``compute`` / ``store``), ``start_us``, ``end_us`` (the pipe is free again) and
     ``ready_us`` (the result is complete), ordered by tile then stage. The rules are in the module
     docstring; times start at 0."""
-    n = _check_count("n_tiles", n_tiles)
-    b = _check_count("buffers", buffers)
-    durations = {s: _check_duration(f"{s}_us", v) for s, v in zip(STAGES, (load_us, compute_us, store_us))}
-    if not isinstance(barrier, (bool, np.bool_)):
-        raise ValueError(f"barrier must be True or False, got {barrier!r}")
-    lat, sync = _check_handoff(latency_us, sync_us)
+    n, b, stage_us, lat, sync = _check_schedule_args(n_tiles, load_us, compute_us, store_us, buffers,
+                                                     barrier, latency_us, sync_us)
+    durations = dict(zip(STAGES, stage_us))
     latency = {"load": lat, "compute": 0.0, "store": lat}          # S has no latency; a copy does
     start, end, ready = ({s: np.zeros(n) for s in STAGES} for _ in range(3))
 
@@ -139,10 +156,30 @@ def pipeline_schedule(n_tiles: int, load_us: float, compute_us: float, store_us:
 def pipeline_latency(n_tiles: int, load_us: float, compute_us: float, store_us: float, *,
                      buffers: int = 2, barrier: bool = False, latency_us: float = 0.0,
                      sync_us: float = 0.0) -> float:
-    """When the last store of :func:`pipeline_schedule` is complete (its ready time, µs)."""
-    sched = pipeline_schedule(n_tiles, load_us, compute_us, store_us, buffers=buffers, barrier=barrier,
-                              latency_us=latency_us, sync_us=sync_us)
-    return float(sched["ready_us"].max())
+    """When the last store of :func:`pipeline_schedule` is complete (its ready time, µs): the same
+    rules, evaluated keeping only the last ``buffers`` tiles (no DataFrame)."""
+    n, b, (l, c, s), lat, sync = _check_schedule_args(n_tiles, load_us, compute_us, store_us, buffers,
+                                                       barrier, latency_us, sync_us)
+    load_end = comp_end = store_end = 0.0
+    comp_hist = [0.0] * b            # end of compute of tile i-b .. i-1 (ring)
+    store_ready_hist = [0.0] * b     # ready of store of tile i-b .. i-1
+    store_ready = 0.0
+    for i in range(n):
+        k = i % b
+        start = load_end
+        if i >= b:
+            start = max(start, comp_hist[k] + sync)
+        if barrier and i:
+            start = max(start, store_ready + sync)
+        load_end = start + l
+        start = max(load_end + lat + sync, comp_end)
+        if i >= b:
+            start = max(start, store_ready_hist[k] + sync)
+        comp_end = start + c
+        store_end = max(comp_end + sync, store_end) + s
+        store_ready = store_end + lat
+        comp_hist[k], store_ready_hist[k] = comp_end, store_ready
+    return float(store_ready)
 
 
 def steady_state_period(load_us: float, compute_us: float, store_us: float, *, buffers: int = 2,

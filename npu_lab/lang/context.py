@@ -24,6 +24,7 @@ from ..hardware import HardwareSpec
 from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, issuing_source
 from ..sim.costs import scalar_cycles
 from .dma import DmaOps
+from .operands import scalar_operand
 from .errors import AscendCRuleError, CapabilityError, RaceError
 from .loop import LoopOps
 from .memory import TPipe, UbAllocator
@@ -319,6 +320,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
 
     def _set_value(self, tensor: LocalTensor, index: int, value) -> None:
         index = self._check_index(tensor, index)
+        scalar_operand("SetValue", value, tensor.dtype)
         size = tensor.dtype.itemsize
         lo = tensor.byte_offset + index * size
         self._exec("S", "SetValue", scalar_cycles(self.hw, 0, 1), writes=((tensor, lo, lo + size),), elements=1)

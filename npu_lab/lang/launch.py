@@ -126,6 +126,10 @@ def _stream_difference(rep: list, other: list, rep_idx: int, idx: int) -> str:
 MAX_BLOCK_DIM = 1 << 24
 
 
+#: Most blocks a launch simulates one by one (a kernel without ``block_classes``): ~1 s here.
+MAX_UNCLASSED_BLOCKS = 1 << 16
+
+
 def _check_block_dim(block_dim) -> int:
     if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)) or not 1 <= block_dim <= MAX_BLOCK_DIM:
         raise ValueError(f"block_dim must be a whole number from 1 to {MAX_BLOCK_DIM:,} (the number of blocks "
@@ -193,6 +197,11 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         labels = np.asarray(classifier(block_dim, *args, **kwargs))
         if labels.shape != (block_dim,):
             raise ValueError(f"block_classes returned shape {labels.shape}, expected ({block_dim},)")
+    elif block_dim > MAX_UNCLASSED_BLOCKS:
+        raise ValueError(f"block_dim {block_dim:,} without block_classes: every block would be simulated on its own "
+                         f"(~15 µs of Python each, minutes here); the limit is {MAX_UNCLASSED_BLOCKS:,} "
+                         "(npu_lab.lang.launch.MAX_UNCLASSED_BLOCKS). Declare which blocks do identical work with "
+                         "@npu_kernel(block_classes=...) so each kind is simulated once, or launch fewer blocks")
     else:
         labels = np.arange(block_dim)
     uniq, first, inverse = _classes(labels)

@@ -25,6 +25,40 @@ from dataclasses import dataclass
 import numpy as np
 
 
+#: Most iterations one ``tile_loop`` may run. A full run executes each (a few µs to ms of Python
+#: apiece: this many is hours); a timing-only run with a ``key`` calls it once per iteration.
+#: A longer loop is a kernel bug (a count in bytes instead of tiles) or a shape no lesson needs.
+MAX_TILE_LOOP = 1 << 24
+
+
+def _check_count(count) -> int:
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise ValueError(f"tile_loop count must be a whole number >= 0, got {count!r}")
+    if count > MAX_TILE_LOOP:
+        raise ValueError(f"tile_loop count {count:,} is more than the simulator's limit of {MAX_TILE_LOOP:,} "
+                         "iterations (npu_lab.lang.loop.MAX_TILE_LOOP; a full run executes every one); "
+                         "use bigger tiles (fewer iterations), or spread the work over more blocks")
+    return int(count)
+
+
+class _Keys:
+    """``key(j)`` evaluated on demand (nothing stored per iteration); ``None``: all equal."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def repeats(self, j: int, count: int, d: int) -> int:
+        """Whole periods of length ``d`` from iteration ``j`` whose keys repeat the period
+        ``j-d .. j-1``: the iterations a fast-forward may skip, divided by ``d``."""
+        if self.key is None:
+            return (count - j) // d
+        period = [self.key(j - d + r) for r in range(d)]
+        run = 0
+        while j + run < count and self.key(j + run) == period[run % d]:
+            run += 1
+        return run // d
+
+
 @dataclass
 class _Snapshot:
     j: int
@@ -46,13 +80,18 @@ class LoopOps:
         """Iterate ``j = 0 .. count-1``. ``key(j)`` must return a value that is equal for two
         iterations exactly when they issue the same instructions with the same sizes (e.g. the
         tile's point count and whether a next tile is prefetched). Without ``key`` every
-        iteration is assumed identical."""
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
-            raise ValueError(f"tile_loop count must be a whole number >= 0, got {count!r}")
+        iteration is assumed identical.
+
+        ``count`` is at most :data:`MAX_TILE_LOOP` in both kinds of run (a full run executes
+        every iteration, and both must give the same timeline). A timing-only run holds no
+        per-iteration state: ``key`` is called lazily (about once per iteration, to find where
+        the work changes), and without ``key`` the jump over a steady loop costs nothing per
+        iteration."""
+        count = _check_count(count)
         if not self.timing_only or count < 4:
             yield from range(count)
             return
-        keys = [key(j) for j in range(count)] if key is not None else [None] * count
+        keys = _Keys(key)
         history: list[_Snapshot] = []
         j = 0
         while j < count:
@@ -117,10 +156,7 @@ class LoopOps:
             shifts = self._steady_shifts(prev, now)
             if shifts is None:
                 continue
-            run = 0
-            while j + run < count and keys[j + run] == keys[j - d + run % d]:
-                run += 1
-            copies = run // d
+            copies = keys.repeats(j, count, d)
             if copies < 1:
                 continue
             self._apply_shift(prev, now, copies, shifts)

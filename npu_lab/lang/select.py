@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .operands import scalar_operand
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
 from .vector import (
@@ -260,7 +261,7 @@ class SelectOps:
         """``Compares(dst, src0, scalar, cmpMode, count)`` or level-0 with ``(mask, repeatTime,
         UnaryRepeatParams)``: dst bits = src0 <mode> scalar."""
         self._cmp_rules("Compares", dst, src0, cmp_mode)
-        scalar = np.asarray(src1_scalar).astype(src0.dtype)
+        scalar = np.asarray(scalar_operand("Compares", src1_scalar, src0.dtype)).astype(src0.dtype)
         fn = lambda a: _CMP[cmp_mode](a, scalar)
         if len(args) == 1:
             n = self._cmp_count("Compares", args[0], src0)
@@ -326,6 +327,8 @@ class SelectOps:
         if scalar_mode == isinstance(src1, LocalTensor):
             raise AscendCRuleError(f"{sel_mode} takes src1 as a {'scalar' if scalar_mode else 'LocalTensor'}; "
                                    f"got {type(src1).__name__}")
+        if scalar_mode:
+            scalar_operand("Select", src1, dst.dtype)
         n = self._count(count, dst, src0, *(() if scalar_mode else (src1,)))
         if sel_mode != SELMODE.VSEL_CMPMASK_SPR:
             self._need_scratch("Select in " + sel_mode, "比较与选择/Select.md")

@@ -4,8 +4,12 @@ to little-endian int32, one per field in declaration order (what ``memcpy`` of a
 
 from __future__ import annotations
 
+import numbers
 import struct
 from dataclasses import astuple, fields
+
+
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
 
 class Int32Struct:
@@ -20,8 +24,15 @@ class Int32Struct:
         return struct.calcsize(cls.struct_format())
 
     def pack(self) -> bytes:
-        """The bytes the host copies to the device: little-endian int32, field order."""
-        return struct.pack(self.struct_format(), *astuple(self))
+        """The bytes the host copies to the device: little-endian int32, field order. A value
+        outside int32 is refused by name (the host's ``uint32_t``/``int32_t`` field would wrap)."""
+        values = astuple(self)
+        for f, v in zip(fields(self), values):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not INT32_MIN <= v <= INT32_MAX:
+                raise ValueError(f"{type(self).__name__}.{f.name} = {v!r} does not fit the int32 field of the "
+                                 f"device struct ({INT32_MIN:,} .. {INT32_MAX:,}); use a smaller shape "
+                                 "(fewer elements or rows per launch)")
+        return struct.pack(self.struct_format(), *values)
 
     @classmethod
     def unpack(cls, data):

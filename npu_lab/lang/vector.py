@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sim.costs import PER_ELEMENT_KINDS, vector_cycles
+from .operands import scalar_operand
 from .errors import AscendCRuleError
 from .tensor import LocalTensor
 
@@ -483,6 +484,7 @@ class VectorOps:
                                                  or isinstance(scalar, bool)):
             raise TypeError(f"{name} takes a scalar number, got {type(scalar).__name__}")
         need_local(src)
+        scalar_operand(name, scalar, src.dtype)
         if src.dtype.kind in "iu" and (not float(scalar).is_integer()):
             raise AscendCRuleError(f"{name} on {src.dtype.name} takes an integer scalar, got {scalar!r}")
         value = _scalar_as(scalar, src.dtype)
@@ -524,7 +526,7 @@ class VectorOps:
         """``Duplicate(dst, scalar, count)`` or ``Duplicate(dst, scalar, mask, repeatTime,
         dstBlockStride, dstRepeatStride)``: fill with a scalar."""
         need_local(dst)
-        value = np.asarray(scalar).astype(dst.dtype)
+        value = np.asarray(scalar_operand("Duplicate", scalar, dst.dtype)).astype(dst.dtype)
         if len(args) == 1:
             return self._tensor_form("Duplicate", "simple", lambda: value, dst, (), args[0])
         if len(args) == 4:
@@ -550,6 +552,7 @@ class VectorOps:
     def create_vec_index(self, dst, first_value, count):
         """``CreateVecIndex(dst, firstValue, count)``: dst[i] = first_value + i."""
         need_local(dst)
+        scalar_operand("CreateVecIndex", first_value, dst.dtype)
         n = self._count(count, dst)
         self._tensor_form("CreateVecIndex", "simple",
                           lambda: np.arange(n, dtype=np.float64) + first_value, dst, (), n)
@@ -557,6 +560,8 @@ class VectorOps:
     def arith_progression(self, dst, first_value, diff_value, count):
         """``ArithProgression(dst, firstValue, diffValue, count)``: dst[i] = first + i·diff."""
         need_local(dst)
+        scalar_operand("ArithProgression", first_value, dst.dtype)
+        scalar_operand("ArithProgression", diff_value, dst.dtype)
         n = self._count(count, dst)
         self._tensor_form("ArithProgression", "simple",
                           lambda: first_value + np.arange(n, dtype=np.float64) * diff_value, dst, (), n)

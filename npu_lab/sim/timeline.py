@@ -15,6 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .._files import check_path, write_atomically
 from ..hardware import HardwareSpec
 from .core import ALL_PIPES, PIPE_CODE, BlockTrace
 from .schedule import schedule_blocks
@@ -121,6 +122,16 @@ class LaunchRecord:
         return out
 
 
+def _check_max_blocks(max_blocks):
+    """None (every block) or a whole number >= 0 of blocks to keep per launch."""
+    if max_blocks is None:
+        return None
+    if isinstance(max_blocks, bool) or not isinstance(max_blocks, (int, np.integer)) or max_blocks < 0:
+        raise ValueError(f"max_blocks must be None (every block) or a whole number >= 0 of blocks to keep "
+                         f"per launch, got {max_blocks!r}")
+    return int(max_blocks)
+
+
 @dataclass
 class Timeline:
     """Launches run back to back. Build with :func:`npu_lab.launch` or :meth:`concat`."""
@@ -129,6 +140,12 @@ class Timeline:
 
     @classmethod
     def concat(cls, timelines) -> "Timeline":
+        if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
+            raise TypeError(f"Timeline.concat takes a list of Timelines, got {type(timelines).__name__}")
+        timelines = list(timelines)
+        bad = [type(t).__name__ for t in timelines if not isinstance(t, Timeline)]
+        if bad:
+            raise TypeError(f"Timeline.concat takes a list of Timelines; got {', '.join(sorted(set(bad)))} in it")
         out = cls()
         for t in timelines:
             out.launches.extend(t.launches)
@@ -184,7 +201,8 @@ class Timeline:
         return out
 
     def core_count(self) -> int:
-        return max(l.hw.cores(l.core_type) for l in self.launches)
+        """Cores of the chip the launches ran on (0 for an empty timeline)."""
+        return max((l.hw.cores(l.core_type) for l in self.launches), default=0)
 
     def utilisation_by_pipe(self) -> dict[str, float]:
         """Busy time of each pipe summed over cores / (cores x total latency)."""
@@ -274,6 +292,7 @@ class Timeline:
         ``max_blocks`` keeps only the first blocks of each launch (for plotting huge runs)."""
         import pandas as pd
 
+        max_blocks = _check_max_blocks(max_blocks)
         frames = [pd.DataFrame({c: pd.Series(dtype=t) for c, t in EVENT_DTYPES.items()})]
         offset_cycles = 0.0
         for li, l in enumerate(self.launches):
@@ -326,7 +345,10 @@ class Timeline:
 
     def to_chrome_trace(self, path=None, max_blocks: int | None = None) -> dict:
         """Chrome trace-event JSON (Perfetto, chrome://tracing): one process per core, one
-        thread per pipe, complete events (ph 'X') with ts/dur in microseconds."""
+        thread per pipe, complete events (ph 'X') with ts/dur in microseconds. ``path`` (a file
+        name) is written whole or not at all: a failed write leaves no truncated file."""
+        if path is not None:
+            path = check_path(path, "to_chrome_trace's path")
         df = self.events(max_blocks=max_blocks)
         trace_events = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
                          "args": {"name": "host / task scheduler"}}]
@@ -349,8 +371,10 @@ class Timeline:
         doc = {"traceEvents": trace_events, "displayTimeUnit": "ns",
                "metadata": {"chip": self.hw.name, "latency_us": self.total_us}}
         if path is not None:
-            with open(path, "w") as fh:
-                json.dump(doc, fh)
+            def dump(tmp):
+                with open(tmp, "w") as fh:
+                    json.dump(doc, fh)
+            write_atomically(path, dump, "to_chrome_trace's path")
         return doc
 
     def __repr__(self) -> str:

@@ -4,6 +4,8 @@ LRU cache and the :class:`_Explorer` base (controls → update → figure state)
 from __future__ import annotations
 
 import html
+import math
+import numbers
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -52,6 +54,65 @@ def _check_int(name: str, value, lo: int, hi: int) -> int:
     return int(value)
 
 
+def _check_float(name: str, value, lo: float, hi: float) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise ValueError(f"{name} must be a number from {lo:g} to {hi:g}, got {value!r}")
+    return float(value)
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_hw(name: str, value) -> HardwareSpec:
+    """A preset name or a HardwareSpec, else an error naming ``name`` and the presets."""
+    if isinstance(value, HardwareSpec):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a preset name or a HardwareSpec, got {value!r}")
+    try:
+        return get_preset(value)
+    except KeyError as exc:
+        raise ValueError(f"{name}: {exc.args[0] if exc.args else exc}") from None
+
+
+class _GuardedValue:
+    """Mixed into a control's class by :meth:`_Explorer._watch`: assigning ``.value`` from code
+    runs the library's check first (a ValueError naming the control, not ipywidgets' TraitError
+    or a silent clamp). Front-end moves go through ``set_state``, not here."""
+
+    def __setattr__(self, attr, value):
+        if attr == "value" and getattr(self, "_npu_name", None):
+            _check_control_value(self._npu_name, self, value)
+        super().__setattr__(attr, value)
+
+
+_GUARDED_CLASSES: dict = {}
+
+
+def _guard(control, name: str) -> None:
+    cls = type(control)
+    if not issubclass(cls, _GuardedValue):
+        guarded = _GUARDED_CLASSES.get(cls)
+        if guarded is None:
+            guarded = _GUARDED_CLASSES[cls] = type(cls.__name__, (_GuardedValue, cls), {"__module__": cls.__module__})
+        control.__class__ = guarded
+    object.__setattr__(control, "_npu_name", name)
+
+
+def _check_list(name: str, values, lo: int = 1, hi: int = 1 << 30, most: int = 1024) -> list[int]:
+    """A non-empty list/tuple/range of whole numbers in [lo, hi] (at most ``most`` of them)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"{name} must be a list of whole numbers such as [1, 8, 32]; got {values!r}")
+    out = list(values)
+    if not 1 <= len(out) <= most:
+        raise ValueError(f"{name} must list 1 to {most} values, got {len(out)}")
+    return [_check_int(f"every value of {name}", v, lo, hi) for v in out]
+
+
 def _chip_options(chips=MOE_CHIPS) -> list[tuple[str, str]]:
     options = []
     for name in chips:
@@ -66,7 +127,10 @@ def _chip_options(chips=MOE_CHIPS) -> list[tuple[str, str]]:
 
 def _check_choice(name: str, value, options) -> str:
     values = [v for _, v in options]
-    if value not in values:
+    # only plain scalars compare (an array's == is elementwise); a bool is not the number 1
+    scalar = isinstance(value, (str, numbers.Number, np.generic)) and not isinstance(value, np.ndarray)
+    if not scalar or not any(value == v and isinstance(value, (bool, np.bool_)) == isinstance(v, bool)
+                             for v in values):
         raise ValueError(f"{name} must be one of {values}, got {value!r}")
     return value
 
@@ -83,6 +147,11 @@ def _check_control_value(name: str, control, value) -> None:
                                                         for o in control.options)])
     elif isinstance(control, (W.IntSlider, W.BoundedIntText)):
         _check_int(name, value, control.min, control.max)
+    elif isinstance(control, W.SelectionSlider):
+        _check_choice(name, value, [(None, v) for v in (o[1] if isinstance(o, tuple) else o
+                                                        for o in control.options)])
+    elif isinstance(control, W.FloatSlider):
+        _check_float(name, value, control.min, control.max)
     elif isinstance(control, (W.Checkbox, W.ToggleButton)):
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {value!r}")
@@ -118,8 +187,10 @@ class _Explorer:
     def _watch(self, *controls) -> None:
         self._controls = controls
         self._held = False
+        names = {id(v): k for k, v in vars(self).items()}
         for control in controls:
             control.observe(self._on_change, names="value")
+            _guard(control, names.get(id(control), control.description or "value"))
 
     def _on_change(self, change=None) -> None:
         if self._held:

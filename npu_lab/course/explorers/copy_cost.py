@@ -35,7 +35,7 @@ from ...hardware import HardwareSpec
 from ...presets import get_preset
 from ...sim.costs import burst_efficiency, dma_occupancy_cycles, gm_aligned, round_up
 from ...sim.l2 import core_bytes_per_cycle
-from ._base import _check_choice, _chip_options, _Explorer, _LRU
+from ._base import _check_bool, _check_choice, _check_list, _chip_options, _Explorer, _LRU
 
 __all__ = ["CopyCost", "copy_cost", "copy_cost_curve", "CopyCostExplorer", "BURST_CHOICES", "ALIGN_CHOICES"]
 
@@ -106,6 +106,7 @@ def copy_cost(hw="ascend-910b2", burst_bytes: int = 8192, gm_align_bytes: int = 
 def copy_cost_curve(hw="ascend-910b2", gm_align_bytes: int = 512, cores: int = 1,
                     bursts=BURST_CHOICES) -> list[CopyCost]:
     """:func:`copy_cost` for each burst of ``bursts`` (bytes)."""
+    bursts = _check_list("bursts", bursts)
     return [copy_cost(hw, b, gm_align_bytes, cores) for b in bursts]
 
 
@@ -125,6 +126,7 @@ class CopyCostExplorer(_Explorer):
         _check_choice("chip", chip, chips)
         _check_choice("burst_bytes", burst_bytes, [(None, b) for b in BURST_CHOICES])
         _check_choice("gm_align_bytes", gm_align_bytes, [(None, a) for a in ALIGN_CHOICES])
+        _check_bool("all_cores", all_cores)
         self._curves = _LRU()
         self.burst = W.SelectionSlider(options=[(_size(b), b) for b in BURST_CHOICES], value=burst_bytes,
                                        description="burst")

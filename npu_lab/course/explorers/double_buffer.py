@@ -11,7 +11,7 @@ from ...kernels.moe_gating import simulate_moe_gating
 from ..pipeline_diagram import (handoff_costs, pipeline_figure, pipeline_schedule, stage_durations,
                                 update_pipeline_figure)
 from ..viz import sync_widget_state, timeline_figure, update_timeline_figure
-from ._base import _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
+from ._base import _EXPECTED_ERRORS, _check_choice, _check_hw, _check_int, _error_html, _Explorer, _LRU
 
 #: tileS values the slider offers
 TILE_S_CHOICES = (1, 2, 4, 8, 16, 32, 64)
@@ -22,6 +22,11 @@ KERNEL_CHOICES = (
     ("2 + bad sync", "v2_bad_sync", dict(buffers=2, barrier=True)),
     ("2 + coalesced DMA (v2c)", "v2c", dict(buffers=2)),
 )
+
+
+#: Largest B, S, E, K the explorer takes: a bigger shape makes thousands of tiles per core in the
+#: hand-made schedule and minutes of simulation (S = 2**26: 188 s and 9 GB before this bound).
+SHAPE_LIMITS = (64, 1 << 16, 4096, 64)
 
 
 class DoubleBufferExplorer(_Explorer):
@@ -37,8 +42,14 @@ class DoubleBufferExplorer(_Explorer):
         options = [(label, v) for label, v, _ in KERNEL_CHOICES]
         _check_choice("version", version, options)
         _check_choice("tile_s", tile_s, [(str(t), t) for t in TILE_S_CHOICES])
-        if len(shape) != 4:
+        _check_hw("chip", chip)
+        if not isinstance(shape, (tuple, list)) or len(shape) != 4:
             raise ValueError(f"shape must be (B, S, E, K), got {shape!r}")
+        B, S, E, K = (_check_int(n, v, 1, hi) for n, v, hi in zip("BSEK", shape, SHAPE_LIMITS))
+        if K > E:
+            raise ValueError(f"shape's K must be at most E, got K={K}, E={E}")
+        max_cores = _check_int("max_cores", max_cores, 1, 64)
+        shape = (B, S, E, K)
         self.chip, self.shape, self.max_cores = chip, tuple(shape), max_cores
         self._runs = _LRU()
         self.tile_s = W.SelectionSlider(options=TILE_S_CHOICES, value=tile_s, description="tileS")

@@ -14,12 +14,16 @@ import plotly.graph_objects as go
 
 from ..ex06 import exp_break_even_cycles
 from ...kernels.moe_gating import exp_speedup
-from ._base import _check_choice, _Explorer, _LRU
+from ._base import _check_choice, _check_float, _check_hw, _Explorer, _LRU
 
 #: vector lengths (floats) the slider offers
 FLOAT_CHOICES = (16, 256, 1024, 4096, 8192)
 #: Exp costs (cycles per repeat) the curve spans
 EXP_COSTS = tuple(np.arange(1.0, 64.5, 1.0))
+
+
+#: The exact Exp's cycles per repeat the slider offers.
+EXP_COST_RANGE = (4.0, 64.0)
 
 
 class FastExpExplorer(_Explorer):
@@ -28,13 +32,20 @@ class FastExpExplorer(_Explorer):
     (dotted lines at 1× and 2×); ``.status`` gives the speed-up, the break-even and the 2× cost."""
 
     def __init__(self, hw="ascend-910b2", n_floats: int = 4096, exp_cost: float | None = None):
-        self.hw = self._spec(hw) if isinstance(hw, str) else hw
+        self.hw = _check_hw("hw", hw)
+        if exp_cost is not None:
+            _check_float("exp_cost", exp_cost, EXP_COST_RANGE[0], EXP_COST_RANGE[1])
         _check_choice("n_floats", n_floats, [(str(n), n) for n in FLOAT_CHOICES])
         preset = float(self.hw.vector_exp_cycles_per_repeat)
         self._curves = _LRU()
         self.n_floats = W.SelectionSlider(options=FLOAT_CHOICES, value=n_floats, description="floats")
+<<<<<<< HEAD
         self.exp_cost = W.FloatSlider(value=preset if exp_cost is None else float(exp_cost), min=1.0,
                                       max=64.0, step=0.5, description="Exp cyc/rep")
+=======
+        self.exp_cost = W.FloatSlider(value=assumed if exp_cost is None else float(exp_cost), min=EXP_COST_RANGE[0],
+                                      max=EXP_COST_RANGE[1], step=0.5, description="Exp cyc/rep")
+>>>>>>> hard
         self.status = W.HTML()
         self.figure = go.FigureWidget(
             data=[go.Scatter(x=EXP_COSTS, y=[], mode="lines", name="polynomial speed-up"),

@@ -87,8 +87,8 @@ class TileSweepExplorer(_Explorer):
         self.tile_s = W.IntSlider(value=_check_int("tile_s", tile_s, 1, self.MAX_TILE_S), min=1,
                                   max=self.MAX_TILE_S, description="tileS", continuous_update=True)
         self.B = W.IntSlider(value=_check_int("B", B, 1, 64), min=1, max=64, description="B")
-        self.S = W.IntSlider(value=_check_int("S", S, 1, max_S), min=1, max=max_S, description="S")
-        self.E = W.IntSlider(value=_check_int("E", E, 1, max_E), min=1, max=max_E, description="E")
+        self.S = W.IntSlider(value=_check_int("S (at most max_S)", S, 1, max_S), min=1, max=max_S, description="S")
+        self.E = W.IntSlider(value=_check_int("E (at most max_E)", E, 1, max_E), min=1, max=max_E, description="E")
         self.K = W.IntSlider(value=_check_int("K", K, 1, 64), min=1, max=64, description="K")
         self.chip = W.Dropdown(options=chip_options, value=chip, description="chip",
                                layout=W.Layout(**_DROPDOWN))

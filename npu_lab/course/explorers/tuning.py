@@ -10,7 +10,7 @@ import ipywidgets as W
 from ...data import load_article_tile_sweep
 from ...kernels.moe_gating import autotune, sweep
 from ..viz import latency_sweep_figure, update_latency_sweep
-from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _error_html, _Explorer, _LRU, MOE_CHIPS
+from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _check_int, _check_list, _error_html, _Explorer, _LRU, MOE_CHIPS
 
 #: candidate tileS values the sweep and the tuner try
 TUNING_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -31,7 +31,7 @@ class TuningExplorer(_Explorer):
         _check_choice("version", version, [(v, v) for v in TUNING_VERSIONS])
         _check_choice("E", E, [(str(e), e) for e in E_CHOICES])
         _check_choice("K", K, [(str(k), k) for k in K_CHOICES])
-        self.S_tokens = int(S)
+        self.S_tokens = _check_int("S", S, 1, 1 << 20)
         self._results = _LRU()
         self.E = W.SelectionSlider(options=E_CHOICES, value=E, description="E")
         self.K = W.SelectionSlider(options=K_CHOICES, value=K, description="K")
@@ -82,6 +82,7 @@ def tile_latency_grid(version: str, dim: str, values, *, S: int = 1024, E: int =
 
     if dim not in ("S", "E"):
         raise ValueError(f"dim must be 'S' or 'E' (the dimension the rows vary), got {dim!r}")
+    values, tiles = _check_list("values", values, most=64), _check_list("tiles", tiles, most=64)
     rows = []
     for v in values:
         shape = {"S": S, "E": E, "K": K, dim: v}
@@ -95,6 +96,12 @@ def sweet_spot_heat_map(grids: dict, dim: str, title: str | None = None):
     each row coloured relative to its own best tileS (1.0 = best), hover showing µs."""
     from plotly.subplots import make_subplots
 
+    import pandas as pd
+
+    if not isinstance(grids, dict) or not grids or not all(isinstance(g, pd.DataFrame) for g in grids.values()):
+        raise TypeError(f"grids must be a non-empty dict {{label: tile_latency_grid(...)}}, got {grids!r:.80}")
+    if dim not in ("S", "E"):
+        raise ValueError(f"dim must be 'S' or 'E' (the dimension the rows vary), got {dim!r}")
     fig = make_subplots(rows=1, cols=len(grids), subplot_titles=list(grids), horizontal_spacing=0.1)
     for col, (label, g) in enumerate(grids.items(), start=1):
         fig.add_heatmap(z=g.div(g.min(axis=1), axis=0).to_numpy(), customdata=g.to_numpy(), coloraxis="coloraxis",

@@ -71,7 +71,7 @@ class UbBudgetExplorer(_Explorer):
         max_E = _check_int("max_E", max_E, 1, 1 << 22)
         self.B = W.IntSlider(value=_check_int("B", B, 1, 64), min=1, max=64, description="B")
         self.S = W.IntSlider(value=_check_int("S", S, 1, 8192), min=1, max=8192, description="S")
-        self.E = W.IntSlider(value=_check_int("E", E, 1, max_E), min=1, max=max_E, description="E")
+        self.E = W.IntSlider(value=_check_int("E (at most max_E)", E, 1, max_E), min=1, max=max_E, description="E")
         self.K = W.IntSlider(value=_check_int("K", K, 1, 64), min=1, max=64, description="K")
         self.chip = W.Dropdown(options=chip_options, value=chip, description="chip")
         self.version = W.Dropdown(options=version_options, value=version, description="version")

@@ -29,7 +29,8 @@ from ...data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep, load_previous_
 from ...hardware import _INT_FIELDS, FIELD_DOCS, HardwareSpec
 from ...lang import TBuf, TPosition, launch, npu_kernel
 from ...presets import DATA_DIR, get_preset
-from .run import simulate_moe_gating
+from ...lang import CapabilityError
+from .run import simulate_moe_gating, unsupported_reason
 from .sweep import autotune, sweep
 from .fit_ranges import ARTICLE_FREE, FIT_RANGES, FitRange
 from .vectorized import fast_exp, fast_exp_max_rel_error
@@ -291,6 +292,11 @@ def reproduce_article_claims(hw="article", previous: bool | None = None) -> pd.D
     if previous is not None and not isinstance(previous, bool):
         raise TypeError(f"previous must be True, False or None (None: only on the 'article' preset); got {previous!r}")
     hw = get_preset(hw)
+    for version in ("v1", "v2_bad_sync", "v3"):     # the article's kernels, each claim needs one
+        why = unsupported_reason(version, hw)
+        if why:
+            raise CapabilityError(f"the article's claims are measured with its v1/v2/v3 kernels; {why}. "
+                                  "Reproduce them on a chip that runs them: 'article' or 'ascend-910b2'")
     if previous is None:
         previous = hw.name == "article"
     shape = ARTICLE_SWEEP_SHAPE

@@ -22,6 +22,8 @@ them all; ``tests/test_moe_sweep.py`` fails when a committed table no longer mat
 
 from __future__ import annotations
 
+import math
+import numbers
 from functools import lru_cache
 from pathlib import Path
 
@@ -59,6 +61,11 @@ def nearest_bucket_tile_s(rows: int, E: int, K: int, version: str, chip: str) ->
     """The tileS of the bucket nearest (in log2 of S, E and K) to ``rows`` rows of E experts,
     top-K, from the table of ``version`` on ``chip``; None when there is no table (or ``version``
     keeps the article's host rule). Not clamped: callers clamp to S and the UB."""
+    for name, v in (("rows", rows), ("E", E), ("K", K)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"nearest_bucket_tile_s: {name} must be a whole number >= 1, got {v!r}")
+    if not isinstance(version, str):
+        raise TypeError(f"nearest_bucket_tile_s: version must be a version name, got {type(version).__name__}")
     table_version = TABLE_OF_VERSION.get(version)
     if table_version is None:
         return None
@@ -66,7 +73,8 @@ def nearest_bucket_tile_s(rows: int, E: int, K: int, version: str, chip: str) ->
     if table is None:
         return None
     logS, logE, logK, tiles = table
-    dist = (logS - np.log2(rows)) ** 2 + (logE - np.log2(E)) ** 2 + (logK - np.log2(K)) ** 2
+    # math.log2 takes any int (np.log2 fails on Python ints past int64, e.g. rows = 10**30)
+    dist = (logS - math.log2(rows)) ** 2 + (logE - math.log2(E)) ** 2 + (logK - math.log2(K)) ** 2
     return int(tiles[int(np.argmin(dist))])
 
 

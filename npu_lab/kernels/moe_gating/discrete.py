@@ -63,6 +63,7 @@ from ...lang.reduce import reduce_max_tmp_elements
 from ...lang.tiling_struct import Int32Struct
 from ...sim.l2 import L2Cache
 from ...sim.timeline import Timeline
+from .k_limits import larger_k_advice
 from .tiling import UbBudgetError
 from .vectorized import ceil_div, load_rows, row_pairs_max, store_rows
 
@@ -136,7 +137,7 @@ def generic_row_tiling(N: int, E: int, K: int, ub_bytes: int) -> RowTiling:
                             f"kernel (E={E}, K={K}) needs {need} bytes of UB, but the UB has {ub_bytes} bytes")
     if K > RENORM_MAX_K:
         raise ValueError(f"the generic Renormalise kernel keeps a row inside one 256-byte repeat: "
-                         f"K <= {RENORM_MAX_K}, got K={K}; the fused versions (v2c, v3) take larger K")
+                         f"K <= {RENORM_MAX_K}, got K={K}; {larger_k_advice(K)}")
     return RowTiling(N, E, K, rows)
 
 

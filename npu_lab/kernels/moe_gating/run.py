@@ -100,6 +100,9 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
     v2c, v3 (and v2_bad_sync, v3_fast_exp) the autotuned bucket table of the chip, nearest bucket
     to (B·S, E, K), clamped to S and the UB capacity; None (the host rule) without a table."""
     B, S, E, K = _check_shape(B, S, E, K)
+    if _check_version(version) not in _BUDGET_VERSION:
+        raise ValueError(f"default_tile_s is for the versions that tile by tileS ({', '.join(_BUDGET_VERSION)}); "
+                         f"{version} picks its own row tiling (plan_moe_gating gives it)")
     hw = _hw(hw)
     tile = nearest_bucket_tile_s(B * S, E, K, version, hw.name)
     if tile is None:
@@ -108,6 +111,27 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
     if capacity < 1:
         return None                       # the host rule raises, saying why
     return max(1, min(tile, S, capacity))
+
+
+#: Most tiles one fused launch may have. The host and the kernels keep per-tile lists (tile
+#: sizes, the tile order, each block's tiles: ~32 B a tile, measured); at this many a timing-only
+#: run takes about 0.3 s and 250 MB. 2**31 points at tileS = 8 would be 2.7e8 tiles (40 s, 8.5 GB).
+MAX_TILES = 1 << 22
+INT32_MAX = 2**31 - 1
+
+
+class TooManyTilesError(ValueError):
+    """A shape and tileS with more tiles than :data:`MAX_TILES` (a sweep marks the row and goes on)."""
+
+
+def _check_tile_count(tiling: MoeGatingTiling, version: str) -> None:
+    if tiling.totalTiles > MAX_TILES:
+        least = -(-tiling.S // max(1, MAX_TILES // tiling.B))
+        raise TooManyTilesError(
+            f"{version} at tileS={tiling.tileS} cuts B={tiling.B} x S={tiling.S} into {tiling.totalTiles:,} tiles, "
+            f"more than the simulator's limit of {MAX_TILES:,} (npu_lab.kernels.moe_gating.run.MAX_TILES: "
+            f"its per-tile bookkeeping would need ~{tiling.totalTiles * 32 / 2**30:.1f} GiB); use tileS >= {least:,} "
+            "if the UB holds it, a smaller B·S, or v4 (rows per core and per loop)")
 
 
 def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
@@ -131,11 +155,19 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
             tiling = calculate_moe_gating_v4_tiling(B, S, E, K, hw, dtype=dtype)
             return tiling, v4_block_dim(tiling)
         # the framework's generic kernels pick their own row tiling
+        if B * S > INT32_MAX:
+            raise ValueError(f"the discrete chain's row tiling holds N = B·S in an int32 field: B·S = {B * S:,} "
+                             f"is more than {INT32_MAX:,}; use a smaller B or S")
         t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
+        if t.tiles > MAX_TILES:
+            raise TooManyTilesError(f"the discrete chain cuts B·S = {B * S:,} rows into {t.tiles:,} tiles of {t.rows} rows, "
+                             f"more than the simulator's limit of {MAX_TILES:,} "
+                             "(npu_lab.kernels.moe_gating.run.MAX_TILES); use a smaller B·S")
         return None, min(hw.vector_cores, t.tiles)
     if tile_s is None:
         tile_s = default_tile_s(B, S, E, K, version, hw)
     tiling = calculate_moe_gating_tiling(B, S, E, K, hw, version=_BUDGET_VERSION[version], tile_s=tile_s)
+    _check_tile_count(tiling, version)
     block_dim = tiling.totalTiles if version == "v1" else min(hw.vector_cores, tiling.totalTiles)
     return tiling, block_dim
 
@@ -146,10 +178,13 @@ def ub_used_bytes(tiling: MoeGatingTiling, version: str) -> int:
         raise ValueError("the discrete chain has no MoeGatingTiling: its UB per kernel is "
                          "discrete.topk_ub_buffers(rows, E, K); ub_used_bytes takes a fused version "
                          f"({', '.join(_BUDGET_VERSION)} or v4)")
-    if isinstance(tiling, MoeGatingV4Tiling):
+    if version == "v4":
+        if not isinstance(tiling, MoeGatingV4Tiling):
+            raise TypeError(f"v4's tiling is a MoeGatingV4Tiling (plan_moe_gating(..., version='v4')); got "
+                            f"{type(tiling).__name__}")
         return moe_gating_v4_ub_bytes(tiling.ubFormer, tiling.col, tiling.k)   # float32: the larger budget
     if not isinstance(tiling, MoeGatingTiling):
-        raise TypeError(f"tiling must be a MoeGatingTiling (from plan_moe_gating or "
+        raise TypeError(f"{version}'s tiling must be a MoeGatingTiling (from plan_moe_gating or "
                         f"calculate_moe_gating_tiling); got {type(tiling).__name__}")
     return moe_ub_bytes(_BUDGET_VERSION[version], tiling.tileBS, tiling.E, tiling.K)
 

@@ -11,15 +11,33 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..._files import write_atomically
 from ...lang import CapabilityError
 from ...presets import DATA_DIR, get_preset
 from .buckets import TABLE_OF_VERSION, TABLES, bucket_table_path, clear_cache, nearest_bucket_tile_s
-from .run import ROW_TILED, _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
+from .run import ROW_TILED, TooManyTilesError, _check_version, plan_moe_gating, simulate_moe_gating, ub_used_bytes
 from .tiling import MoeGatingTiling, UbBudgetError, _check_shape, moe_ub_capacity
 
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
 SWEEP_COLUMNS = ["tileS", "tiles", "blocks", "ub_used_kb", "latency_us", "core_utilisation",
                  "bottleneck", "hbm_bytes", "launches", "note"]
+
+
+#: Most tile sizes (or bucket values) one call simulates: each is a timing-only run.
+MAX_SWEEP_POINTS = 1024
+
+
+def _whole_list(name: str, values) -> list[int]:
+    """A non-empty list or tuple of whole numbers >= 1 (at most MAX_SWEEP_POINTS of them)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"{name} must be a list of whole numbers >= 1 such as [1, 16, 128]; got {values!r}")
+    out = list(values)
+    if not 1 <= len(out) <= MAX_SWEEP_POINTS:
+        raise ValueError(f"{name} must list 1 to {MAX_SWEEP_POINTS:,} values, got {len(out):,}")
+    for v in out:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"every value of {name} must be a whole number >= 1, got {v!r}")
+    return [int(v) for v in out]
 
 
 def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 2,
@@ -40,6 +58,9 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
     values = list(tile_s)
     if not values:
         raise ValueError("tile_s must list at least one tile size, e.g. [1, 4, 8, 16, 32]")
+    if len(values) > MAX_SWEEP_POINTS:
+        raise ValueError(f"tile_s lists {len(values):,} sizes; a sweep takes at most {MAX_SWEEP_POINTS:,} "
+                         "(each is a simulation): pick powers of two, e.g. candidate_tile_sizes(S)")
     for ts in values:
         if isinstance(ts, bool) or not isinstance(ts, (int, np.integer)) or ts < 1:
             raise ValueError(f"every tileS must be a whole number >= 1, got {ts!r}")
@@ -54,9 +75,9 @@ def sweep(version: str = "v1", B: int = 1, S: int = 1024, E: int = 64, K: int = 
                 result = row_tiled
             else:
                 result = simulate_moe_gating(B, S, E, K, version=version, hw=hw, tile_s=int(ts))
-        except (UbBudgetError, CapabilityError) as exc:
-            # does not fit the UB, or needs an instruction the chip lacks (an unaligned tail
-            # store on the 310P3): say so in the row, go on with the others
+        except (UbBudgetError, CapabilityError, TooManyTilesError) as exc:
+            # does not fit the UB, needs an instruction the chip lacks (an unaligned tail store
+            # on the 310P3) or has more tiles than the simulator takes: say so in the row, go on
             rows.append({"tileS": int(ts), "note": str(exc)})
             continue
         t = result.timeline
@@ -132,7 +153,11 @@ def bucket_table(version: str = "v3", hw="ascend-910b2", S_values=BUCKET_S, E_va
     :mod:`.buckets`, which makes these tables every fused version's default). A bucket where no
     tileS runs on the chip (e.g. an 8-byte output row the 310P3 cannot store without DataCopyPad)
     gets an empty tileS and the reason in ``note``."""
+    _check_version(version)
     hw = get_preset(hw)
+    S_values, E_values, K_values = (_whole_list(n, v) for n, v in (("S_values", S_values), ("E_values", E_values),
+                                                                     ("K_values", K_values)))
+    _check_shape(B, 1, 1, 1)
     rows = []
     for E in E_values:
         for K in K_values:
@@ -153,7 +178,8 @@ def write_bucket_table(version: str = "v3", chip: str = "ascend-910b2") -> Path:
     """Autotune every bucket of ``version`` on ``chip`` and write the table to ``data/``."""
     hw = get_preset(chip)
     path = bucket_table_path(version, hw.name)
-    bucket_table(version, hw).to_csv(path, index=False)
+    table = bucket_table(version, hw)
+    write_atomically(path, lambda p: table.to_csv(p, index=False), "bucket table")   # whole or not at all
     clear_cache()
     return path
 

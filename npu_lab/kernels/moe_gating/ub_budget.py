@@ -124,8 +124,9 @@ def v3_layout(T: int, E: int, K: int) -> V3Layout:
 def _v3_layout(T: int, E: int, K: int) -> V3Layout:
     T, E, K = _check_int("tile_points", T), _check_int("E", E), _check_int("K", K)
     if K > 64:
-        raise ValueError(f"v3 keeps each row's K winners in one 256-byte repeat, so K <= 64; got K={K}. "
-                         "Use the discrete chain (or v4) for larger K")
+        from .k_limits import larger_k_advice     # the advice from every version's real limit
+        raise ValueError(f"v3 keeps each row's K winners in one 256-byte repeat, so K <= 64; got K={K}; "
+                         f"{larger_k_advice(K)}")
     from ...lang.reduce import reduce_max_tmp_elements
     Ep = _ceil_div(E, 64) * 64
     Kp = next(p for p in (8, 16, 32, 64) if p >= K)
