@@ -23,7 +23,7 @@ EXP_COSTS = tuple(np.arange(1.0, 64.5, 1.0))
 
 
 #: The exact Exp's cycles per repeat the slider offers.
-EXP_COST_RANGE = (4.0, 64.0)
+EXP_COST_RANGE = (1.0, 64.0)
 
 
 class FastExpExplorer(_Explorer):
@@ -39,13 +39,8 @@ class FastExpExplorer(_Explorer):
         preset = float(self.hw.vector_exp_cycles_per_repeat)
         self._curves = _LRU()
         self.n_floats = W.SelectionSlider(options=FLOAT_CHOICES, value=n_floats, description="floats")
-<<<<<<< HEAD
-        self.exp_cost = W.FloatSlider(value=preset if exp_cost is None else float(exp_cost), min=1.0,
-                                      max=64.0, step=0.5, description="Exp cyc/rep")
-=======
-        self.exp_cost = W.FloatSlider(value=assumed if exp_cost is None else float(exp_cost), min=EXP_COST_RANGE[0],
+        self.exp_cost = W.FloatSlider(value=preset if exp_cost is None else float(exp_cost), min=EXP_COST_RANGE[0],
                                       max=EXP_COST_RANGE[1], step=0.5, description="Exp cyc/rep")
->>>>>>> hard
         self.status = W.HTML()
         self.figure = go.FigureWidget(
             data=[go.Scatter(x=EXP_COSTS, y=[], mode="lines", name="polynomial speed-up"),
