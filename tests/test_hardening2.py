@@ -334,7 +334,7 @@ def test_scalar_operands_are_checked():
 def test_explorers_refuse_bad_values_without_trait_errors():
     from npu_lab.course.explorers import DoubleBufferExplorer, FastExpExplorer, TuningExplorer
     fx = FastExpExplorer()
-    for bad in (None, "x", 2.0, 1e9):
+    for bad in (None, "x", 0.5, 1e9):
         with pytest.raises(ValueError, match="exp_cost"):
             fx.set(exp_cost=bad)
         with pytest.raises(ValueError, match="exp_cost"):
