@@ -512,8 +512,8 @@ def test_grading_reads_the_score_with_manual_overrides(monkeypatch, tmp_path):
             return SimpleNamespace(auto_score=0.0, manual_score=0.5, score=0.5)
 
     monkeypatch.setattr(nbgrader.api, "Gradebook", FakeGradebook)
-    rows = grading._score_rows(tmp_path, {source.stem: source}, [source.stem], ["alice"],
-                               {("alice", source.stem): "graded"})
+    rows = grading._score_rows(tmp_path, {source.stem: {"exercises": exercises}}, [source.stem], ["alice"],
+                               {}, {("alice", source.stem)})
     assert len(rows) == len(exercises) and all(r["score"] == "0.5" for r in rows)
 
 
