@@ -1,4 +1,4 @@
-"""Chip presets with the provenance of every number (DESIGN.md §3).
+"""Chip presets with the provenance of every number (docs/cost_model.md, docs/cost_model_system.md).
 
 ``get_preset(name)`` returns a :class:`~npu_lab.hardware.HardwareSpec`; ``list_presets()`` names
 them. The ``article`` preset is the 910B2 with a few fields least-squares fitted to the first
@@ -111,7 +111,7 @@ _GUIDE = "asc-devkit docs/zh/guide/算子实践参考/SIMD算子性能优化/"
 #: the head overhead grows with the cores launched, but its figure (头开销随启动核数的变化.png) is
 #: a Git-LFS pointer in the mirror: the shape is the guide's, the slope is assumed.
 LAUNCH_PER_CORE_US = 0.1
-#: An empty kernel on all 48 vector cores of the 910B2 costs about 20 us (DESIGN.md §3, measured):
+#: An empty kernel on all 48 vector cores of the 910B2 costs about 20 us (docs/cost_model_system.md, 'Launch overhead'; measured):
 #: the fixed part is what is left after 48 cores' share, so the measured figure stays matched.
 EMPTY_KERNEL_ALL_CORES_US = 20.0
 

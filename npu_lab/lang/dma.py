@@ -160,7 +160,7 @@ class DmaOps:
                 f"multiple of 32 bytes. The hardware would move {moved} B, rounded down "
                 f"(silently dropping the last {nbytes - moved} B). Copy a whole number of blocks "
                 f"(a multiple of {BLOCK_BYTES // size} elements) or use data_copy_pad with "
-                "DataCopyExtParams(1, count * sizeof(T), 0, 0)")
+                "DataCopyExtParams(1, count * sizeof(T), 0, 0, 0)")
         limit = min(local.count, gm.size)
         if count > limit:
             raise AscendCRuleError(f"data_copy of {count} elements between '{local.name}' ({local.count} "
