@@ -7,13 +7,11 @@ A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_
 * ``vendor-guide`` — stated (as a figure or a shape) in the vendor's Ascend C performance guide
   (asc-devkit ``docs/zh/guide/算子实践参考/SIMD算子性能优化/``);
 * ``vendor-config`` — the SoC configuration files that ship with CANN;
-* ``vendor-guide`` — a number or shape from the vendor's performance guide (asc-devkit
-  docs/zh/guide/算子实践参考/SIMD算子性能优化/), the page named in the note;
 * ``assumed``    — nobody publishes it: a plausible guess, labelled so the learner knows;
 * ``fitted``     — least-squares fitted to published measurements (see :mod:`npu_lab.fit`);
 * ``convention`` — a modelling choice rather than a measurement.
 
-The presets: ``ascend-910b2`` and ``ascend-310p3`` (DESIGN.md §3). A custom chip comes from JSON
+The presets: ``ascend-910b2`` and ``ascend-310p3`` (docs/cost_model.md, docs/cost_model_system.md). A custom chip comes from JSON
 (:meth:`HardwareSpec.from_json`) or from a what-if change of a preset (:meth:`HardwareSpec.replace`).
 """
 
@@ -28,6 +26,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 PROVENANCE_KINDS = ("datasheet", "vendor-config", "vendor-guide", "assumed", "fitted", "convention")
+#: What each kind means, in one line (the welcome notebook prints the ones the presets use).
+PROVENANCE_MEANINGS = {
+    "datasheet": "published by the vendor (product pages, white papers)",
+    "vendor-config": "from the SoC configuration files that ship with the vendor's toolkit (CANN)",
+    "vendor-guide": "stated (as a figure or a shape) in the vendor's Ascend C performance guide",
+    "assumed": "nobody publishes it: a plausible guess, labelled so you know",
+    "fitted": "least-squares fitted to published measurements",
+    "convention": "a modelling choice rather than a measurement",
+}
 
 # Per-field unit and one-line meaning: the table view and the docs read this.
 FIELD_DOCS: dict[str, tuple[str, str]] = {

@@ -37,8 +37,8 @@ def _db_gain(chip, tile_s):
 
 def _article_factor():
     table = load_article_tile_sweep()
-    measured = float(table.loc[table["tile_s"] == 8, "latency_us"].iloc[0])
-    return measured / _sim("v1", tile_s=8).latency_us
+    measured = float(table.loc[table["tile_s"] == 4, "latency_us"].iloc[0])
+    return measured / _sim("v1", tile_s=4).latency_us
 
 
 # (check, truth, answers that must be right, answers that must be wrong)
