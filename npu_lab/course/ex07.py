@@ -279,14 +279,26 @@ def moe_faster_solution(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
             ctx.set_flag("MTE3_S", j % 2)
 
 
-FASTER_TIMED = {"B": 1, "S": 2048, "E": 64, "K": 2, "dtype": "float32", "label": "B=1, S=2048, E=64, K=2, float32"}
+#: Timed at tileS = 128 with E = 16: tiles of many short rows, where a DMA per point costs (the course's v2c
+#: is well under v2 here; at the article's E = 64 with the bucket table's tileS they are within 1 %).
+FASTER_TIMED = {"B": 1, "S": 8192, "E": 16, "K": 2, "dtype": "float32", "tile_s": 128,
+                "label": "B=1, S=8192, E=16, K=2, float32, tileS=128"}
 LEADERBOARD_VERSIONS = ("v1", "v2", "v2c", "v3")
+
+
+def _faster_target(hw):
+    t = FASTER_TIMED
+    v2, v2c = (simulate_moe_gating(t["B"], t["S"], t["E"], t["K"], version=v, hw=hw, tile_s=t["tile_s"]).latency_us
+               for v in ("v2", "v2c"))
+    return (v2 + v2c) / 2, (f"halfway between the course's v2 ({v2:.1f} µs, a copy per point) and v2c "
+                            f"({v2c:.1f} µs, one copy per tile in and out)")
 
 
 def leaderboard(latency_us: float, hw="ascend-910b2") -> str:
     """A latency table: the learner's kernel against the course's versions at FASTER_TIMED."""
-    rows = [(f"course {v}", simulate_moe_gating(FASTER_TIMED["B"], FASTER_TIMED["S"], FASTER_TIMED["E"],
-                                                FASTER_TIMED["K"], version=v, hw=hw).latency_us)
+    t = FASTER_TIMED
+    rows = [(f"course {v}", simulate_moe_gating(t["B"], t["S"], t["E"], t["K"], version=v, hw=hw,
+                                                tile_s=t["tile_s"]).latency_us)
             for v in LEADERBOARD_VERSIONS]
     rows.append(("your kernel", latency_us))
     rows.sort(key=lambda r: r[1])
@@ -306,13 +318,11 @@ register_exercise(KernelExercise(
             "from npu_lab.kernels.moe_gating.fused import block_tiles, iteration_key, row_stride, scalar_topk_softmax",
     place_after="## What to try (as its first item)",
     cases=lambda rng: moe_cases(rng), launch=moe_launcher("v2"), reference=moe_reference,
-    # The target is the course's v2c at v2's tiling: what coalescing the copies (the skeleton's two
-    # regions) reaches. Under the cost model with requests in flight (docs/cost_model.md §1) the
-    # per-point copies' latencies overlap, so at this compute-bound shape v2c is only a little faster
-    # than v2 (the old "10 % faster than v2" needed the DMA latency serialised per copy); going far
-    # below it takes the vector top-K (v3 on the leaderboard).
-    locate=moe_locator("v2"), target=moe_target("v2c", FASTER_TIMED,
-                                                 label="as fast as the course's v2c: one copy per tile in and out"),
+    # The target is halfway between the course's v2 (a copy per point: what the skeleton does) and
+    # v2c (one copy per tile in and out), both at FASTER_TIMED's tiling: coalescing meets it with half
+    # the saving to spare, copying per point misses it by as much. Going far below takes the vector
+    # top-K (v3 on the leaderboard).
+    locate=moe_locator("v2"), target=_faster_target,
     target_case=FASTER_TIMED, speed=True, extra=leaderboard,
     slow_hint="look at MTE2 and MTE3 in the timeline: a DMA per point pays its issue cost at a small burst's "
               "efficiency every time; one copy per tile in and one per output out removes that"))
