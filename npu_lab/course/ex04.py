@@ -64,17 +64,19 @@ def check_fusing_saves_bytes(answer) -> CheckResult:
     chain = simulate_moe_gating(B, S, E, K, version="discrete").timeline.hbm_bytes
     fused = simulate_moe_gating(B, S, E, K, version="v1", tile_s=8).timeline.hbm_bytes
     detail = (f"The chain moves {chain:,} B, v1 {fused:,} B: {truth:,} B ({truth / (B * S):,.0f} B per token) "
-              f"never go to HBM and back. v1 reads each token's {E} logits once ({E * 4} B) and writes only its "
-              f"{K} indices and {K} weights ({8 * K} B); the chain also writes all {E} softmax probabilities, "
-              "reads them again to sort, and writes and re-reads the top-K before renormalising.")
+              f"never cross HBM. v1 reads each token's {E} logits once ({E * 4} B) and writes only its "
+              f"{K} indices and {K} weights ({8 * K} B); the chain also writes all {E} softmax probabilities and "
+              "the top-K to global memory (every written byte crosses HBM once). Reading them back costs no HBM "
+              "bytes here: the next launch finds them in L2 (notebook 02).")
     if value == truth:
         return _right(detail)
     if value in (truth / 1000, truth / 1024, truth / 1e6, truth / 2 ** 20):
         return _wrong(f"{value:g} looks like KB or MB: answer in bytes.")
     if value == chain or value == fused:
         return _wrong(f"{value:,.0f} B is what one of the two moves, not the difference.")
-    return _wrong(f"{value:,.0f} B is not it. Hint: count the bytes per token each way (the logits in, the "
-                  "probabilities out and back, the top-K out and back, the results out), or read "
+    return _wrong(f"{value:,.0f} B is not it. Hint: count the bytes per token that cross HBM: the logits read "
+                  "once, and every write (the probabilities, the top-K, the results); a launch that reads what "
+                  "the one before wrote finds it in L2 (notebook 02). Or read "
                   f"`simulate_moe_gating({B}, {S}, {E}, {K}, version=v).timeline.hbm_bytes` for both.")
 
 
@@ -129,9 +131,10 @@ def check_double_buffer_gain(answer, chip: str = DB_GAIN_CASE["chip"], tile_s: i
         return _wrong(f"{answer!r} is not a percentage: answer a number such as 25 or '25%' "
                       "(or a fraction such as 0.25).")
     detail = (f"v1 {lat['v1']:.1f} \u00b5s, v2 {lat['v2']:.1f} \u00b5s: {truth:.0f} % less. The article "
-              f"claims 15\u201320 % at tileS = 8. Part of it ({from_loop:.0f} points, see v2_bad_sync at "
-              f"{lat['v2_bad_sync']:.1f} \u00b5s) comes from launching one looping block per core instead of "
-              "one block per tile; the rest is the overlap of the next tile's copy-in with this tile's compute.")
+              f"claims 15\u201320 % at tileS = 8. Part of it ({from_loop:.0f} points: a v2 that loops one block per "
+              f"core but whose flags keep each load from overlapping the compute takes {lat['v2_bad_sync']:.1f} "
+              "\u00b5s; notebook 05 shows it) comes from launching one looping block per core instead of one block per "
+              "tile; the rest is the overlap of the next tile's copy-in with this tile's compute.")
     if abs(value - truth) <= 2:
         return _right(detail)
     return _wrong(f"{value:.0f} % is off. Hint: `simulate_moe_gating(1, 1024, 64, 2, version=v, hw='{chip}', "
