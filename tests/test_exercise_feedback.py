@@ -147,3 +147,15 @@ def test_prose_v2c_is_within_a_percent_of_v2_at_the_article_e():
     from npu_lab.kernels.moe_gating import simulate_moe_gating
     v2, v2c = (simulate_moe_gating(1, 2048, 64, 2, version=v).latency_us for v in ("v2", "v2c"))
     assert abs(v2 - v2c) / v2 < 0.01
+
+
+def test_no_file_cites_a_design_document_outside_the_repository():
+    """The repository cites its own docs (docs/, README.md), never notes kept outside it."""
+    import subprocess
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    files = subprocess.run(["git", "ls-files", "npu_lab", "docs", "scripts", "instructor", "README.md", "data"],
+                           cwd=repo, capture_output=True, text=True, check=True).stdout.split()
+    name = "DESIGN" + ".md"
+    hits = [f for f in files if (repo / f).is_file() and name in (repo / f).read_text(encoding="utf-8", errors="ignore")]
+    assert not hits, f"{name} is cited in {hits}"

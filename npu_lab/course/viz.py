@@ -2,7 +2,7 @@
 
 Thin helpers: they read what the Timeline offers (``events()``, ``busy_us_by_pipe()``,
 ``utilisation_by_pipe()``) and draw it; nothing here models hardware. No library module imports
-this one (DESIGN.md §2).
+this one (README.md).
 
 * :func:`timeline_figure` — a Gantt chart: one row per core × pipe, one bar per instruction;
   :func:`update_timeline_figure` swaps in another timeline's data in place (for sliders).

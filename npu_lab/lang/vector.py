@@ -16,7 +16,7 @@ Sources: asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/基础算�
 parameters and masks.
 
 Cost (the model): ``issue + repeats x cycles-per-repeat`` of the instruction's kind, a repeat being
-256 bytes of the widest operand (DESIGN.md §4.2). Every result is computed with numpy in a full
+256 bytes of the widest operand (docs/cost_model.md). Every result is computed with numpy in a full
 run; a timing-only run charges the same time.
 """
 

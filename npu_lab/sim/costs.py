@@ -1,4 +1,4 @@
-"""Instruction costs, all read from the HardwareSpec (DESIGN.md §4.2, docs/cost_model.md). Never
+"""Instruction costs, all read from the HardwareSpec (docs/cost_model.md). Never
 from data values.
 
 A cost here is a pipe's *occupancy*; the latency after it (DMA request latency, vector pipeline
