@@ -289,7 +289,7 @@ register_exercise(KernelExercise(
     imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
             "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, GatherMaskParams, TPosition, TQue\n"
             "from npu_lab.course.ex06 import RowTiling",
-    place_after="## v4: sorting the way CANN does (after Sort32's (score, index) output is shown)",
+    place_after="### Why EQ and not NE (before 06.topk_rounds, whose rounds split WholeReduceMax's pairs this way)",
     cases=_gather_cases, launch=_gather_launch, reference=_gather_reference, locate=_row_locate,
     target=lambda hw: (_gather_launch(gather_mask_solution, GATHER_TIMED, hw, True)[1].total_us * 1.05,
                        "the course's solution + 5 %"),
