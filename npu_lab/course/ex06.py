@@ -112,10 +112,23 @@ def exp_break_even_cycles(hw=CHIP, count: int = 4096, target: float = 1.0) -> fl
     """The ``vector_exp_cycles_per_repeat`` at which :func:`exp_speedup` reaches ``target`` (by
     bisection; the speed-up grows with the exact Exp's cost)."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
+
+    def speedup(cost):
+        return exp_speedup(hw.replace(vector_exp_cycles_per_repeat=float(cost)), count)
+
+    # the exact Exp's time grows linearly with its cost per repeat (the polynomial's does not depend
+    # on it), so two runs put the crossing within a cycle or two; bisect in a bracket around it,
+    # checked to hold the crossing (else the whole range), to a billionth of a cycle
     lo, hi = 0.0, 1024.0
-    for _ in range(60):
+    s4, s64 = speedup(4.0), speedup(64.0)
+    if s64 > s4:
+        guess = 4.0 + (target - s4) * 60.0 / (s64 - s4)
+        a, b = max(0.0, guess - 8.0), min(1024.0, guess + 8.0)
+        if a < b and speedup(a) < target <= speedup(b):
+            lo, hi = a, b
+    while hi - lo > 1e-9:
         mid = (lo + hi) / 2
-        if exp_speedup(hw.replace(vector_exp_cycles_per_repeat=mid), count) < target:
+        if speedup(mid) < target:
             lo = mid
         else:
             hi = mid

@@ -18,6 +18,15 @@ inside ``fig.batch_update()`` so a browser gets one message per slider move.
 from __future__ import annotations
 
 import html
+import sys
+
+# plotly's FigureWidget imports its renderers, which import nbformat, whose jsonschema imports
+# rfc3987_syntax when it is installed: that package compiles ~40 lark grammars at import (5-10 s
+# on the course's machines), only to validate IRIs, which nothing here does. jsonschema treats the
+# module as optional (an ImportError is suppressed), so the course keeps it out: the first explorer
+# of a kernel then builds in well under a second. Nothing changes if jsonschema is loaded already.
+if "jsonschema" not in sys.modules:
+    sys.modules.setdefault("rfc3987_syntax", None)
 
 import numpy as np
 import plotly.graph_objects as go

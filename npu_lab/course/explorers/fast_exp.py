@@ -30,7 +30,7 @@ class FastExpExplorer(_Explorer):
         self.hw = self._spec(hw) if isinstance(hw, str) else hw
         _check_choice("n_floats", n_floats, [(str(n), n) for n in FLOAT_CHOICES])
         assumed = float(self.hw.vector_exp_cycles_per_repeat)
-        self._curves = _LRU()
+        self._curves, self._points, self._break_even = _LRU(), _LRU(), _LRU()
         self.n_floats = W.SelectionSlider(options=FLOAT_CHOICES, value=n_floats, description="floats")
         self.exp_cost = W.FloatSlider(value=assumed if exp_cost is None else float(exp_cost), min=4.0,
                                       max=64.0, step=0.5, description="Exp cyc/rep")
@@ -56,10 +56,12 @@ class FastExpExplorer(_Explorer):
     def update(self) -> None:
         n, cost = self.n_floats.value, self.exp_cost.value
         curve = self._curves.get_or(n, lambda: [self._speedup(c, n) for c in EXP_COSTS])
-        self.speedup = self._speedup(cost, n)
+        self.speedup = self._points.get_or((cost, n), lambda: self._speedup(cost, n))
         with self.figure.batch_update():
             self.figure.data[0].y = curve
             self.figure.data[1].x, self.figure.data[1].y = [cost], [self.speedup]
+        # the break-even costs depend on the length only: bisected once per length, not per move
+        even, double = self._break_even.get_or(n, lambda: (exp_break_even_cycles(self.hw, n),
+                                                          exp_break_even_cycles(self.hw, n, 2.0)))
         self.status.value = (f"<b>{self.speedup:.2f}x</b> with Exp at {cost:g} cycles/repeat over {n} floats; "
-                             f"break-even at {exp_break_even_cycles(self.hw, n):.1f}, 2x at "
-                             f"{exp_break_even_cycles(self.hw, n, 2.0):.1f} cycles/repeat")
+                             f"break-even at {even:.1f}, 2x at {double:.1f} cycles/repeat")
