@@ -234,9 +234,16 @@ def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None)
             if d is None:
                 d = dict(x=[], base=[], y=[], customdata=[])
             trace.x, trace.base, trace.y, trace.customdata = d["x"], d["base"], d["y"], d["customdata"]
-        fig.layout.yaxis.categoryarray = rows
-        fig.layout.height = max(260, 110 + _ROW_PX * len(rows))
-        fig.layout.title.text = _timeline_title(timeline, title, note)
+        # layout only where it changed: a new height or row list makes the browser lay the plot out
+        # again, which a slider move that keeps the rows should not pay
+        if list(fig.layout.yaxis.categoryarray or ()) != list(rows):
+            fig.layout.yaxis.categoryarray = rows
+        height = max(260, 110 + _ROW_PX * len(rows))
+        if fig.layout.height != height:
+            fig.layout.height = height
+        text = _timeline_title(timeline, title, note)
+        if fig.layout.title.text != text:
+            fig.layout.title.text = text
         shapes, x_range = _end_marker(timeline)
         fig.layout.shapes = shapes
         fig.layout.xaxis.range = x_range["range"]

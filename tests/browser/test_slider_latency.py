@@ -49,11 +49,18 @@ def test_keypress_to_plot(notebook, tmp_path, page, shots, lab_server):
         h.scroll_into_view(explorer)
         plot = h.plot_in(explorer)
         before = h.read_plotly_data(page, plot=plot)
-        times = []
+        times, key = [], "ArrowRight"
         for _ in range(MOVES):
-            start = time.monotonic()
-            h.press_slider_key(page, slider, "ArrowRight", times=1)
-            before = h.wait_for_plot_change(page, before, plot=plot)
+            for attempt in range(2):      # a slider left at its end does not move: turn round once
+                start = time.monotonic()
+                h.press_slider_key(page, slider, key, times=1)
+                try:
+                    before = h.wait_for_plot_change(page, before, plot=plot, timeout=5 if attempt == 0 else 15)
+                    break
+                except TimeoutError:
+                    if attempt:
+                        raise
+                    key = "ArrowLeft" if key == "ArrowRight" else "ArrowRight"
             times.append(time.monotonic() - start)
     median, worst = statistics.median(times), max(times)
     print(f"{notebook}: keypress -> plot, {MOVES} moves of {SLIDERS[notebook]!r}: median {median * 1e3:.0f} ms, "
