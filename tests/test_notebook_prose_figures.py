@@ -72,6 +72,11 @@ FIGURES = [
     pytest.param("01", r"not 512-B aligned costs a further (\d+) %",
                  lambda: 100 * (1 - get_preset("ascend-910b2").dma_gm_misaligned_efficiency), 0,
                  id="01-misaligned-penalty"),
+    # 01's kernel exercise: its tile length, and the lesson's (scaled_add's default)
+    pytest.param("01", r"both with this exercise's tiles of (\d+) elements",
+                 lambda: __import__("npu_lab.course.ex01", fromlist=["x"]).SCALED_ADD_TILE_LEN, 0, id="01-exercise-tile-len"),
+    pytest.param("01", r"the lesson's runs below use (\d+), so their times differ",
+                 lambda: __import__("npu_lab.course.ex01", fromlist=["x"])._LESSON_TILE_LEN, 0, id="01-lesson-tile-len"),
     pytest.param("03", r"= (\d+) B per point for E = 64, K = 2", lambda: 64 * 4 + 2 * 8, 0, id="03-bytes-per-point"),
     pytest.param("03", r"about (\d+) % more in every row", lambda: 100 * (0.3 * 1024 / (64 * 4 + 2 * 8) - 1), 0.08,
                  id="03-ub-column-13pct"),
