@@ -57,6 +57,9 @@ CASES = {
                            lambda t: [t, f"{t:,} bytes"], lambda t: [t - 1, t + 1, t - 32, t + 32]),
     "discrete_launch_share": (ex02.check_discrete_launch_share, _launch_share,
                               lambda t: [t, t + 2.5, t - 2.5], lambda t: [t + 3.5, t - 3.5]),
+    # 02.5: computed here from the rule (strides in 32-byte blocks of 8 float32), not from the picture
+    "level0_last_element": (ex02.check_level0_last_element, lambda: (3 - 1) * 16 * 8 + (32 - 1),
+                            lambda t: [t, f"{t}"], lambda t: [t - 1, t + 1, 63, 319, 159]),
     "largest_tile_s": (ex03.check_largest_tile_s, lambda: moe_ub_capacity("v2", 1536, 8, P310.ub_bytes),
                        lambda t: [t], lambda t: [t - 1, t + 1]),
     "tile_s_halving_e": (ex03.check_tile_s_halving_e,
