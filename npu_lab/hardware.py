@@ -18,7 +18,7 @@ A :class:`HardwareSpec` is a frozen dataclass. Field names carry their unit (``_
 * ``fitted``     — least-squares fitted to published measurements (see :mod:`npu_lab.fit`);
 * ``convention`` — a modelling choice rather than a measurement.
 
-The presets: ``ascend-910b2`` and ``ascend-310p3``. A custom chip comes from JSON
+The presets: ``ascend-910b2`` and ``ascend-310p3`` (docs/cost_model.md, docs/cost_model_system.md). A custom chip comes from JSON
 (:meth:`HardwareSpec.from_json`) or from a what-if change of a preset (:meth:`HardwareSpec.replace`).
 """
 
@@ -34,6 +34,17 @@ from typing import Any, Mapping
 
 PROVENANCE_KINDS = ("datasheet", "vendor-doc", "vendor-guide", "vendor-config", "measured", "assumed", "fitted",
                     "convention")
+#: What each kind means, in one line (the welcome notebook prints the ones the presets use).
+PROVENANCE_MEANINGS = {
+    "datasheet": "published by the vendor (product pages, white papers)",
+    "vendor-doc": "stated in the vendor's Ascend C documentation (API pages, architecture pages, instruction-rate tables)",
+    "vendor-guide": "stated (as a figure or a shape) in the vendor's Ascend C performance guide",
+    "vendor-config": "from the SoC configuration files that ship with the vendor's toolkit (CANN)",
+    "measured": "a measurement someone reported that the sources in reach cannot confirm",
+    "assumed": "nobody publishes it: a plausible guess, labelled so you know",
+    "fitted": "least-squares fitted to published measurements",
+    "convention": "a modelling choice rather than a measurement",
+}
 
 # Per-field unit and one-line meaning: the table view and the docs read this.
 FIELD_DOCS: dict[str, tuple[str, str]] = {

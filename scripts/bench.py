@@ -255,9 +255,63 @@ def bench_grading() -> None:
     print(f"  ({report.isolation})")
 
 
+def _explorer_moves(control, n: int = 6) -> list:
+    """Up to ``n`` values of a control other than its current one, then back to it."""
+    import ipywidgets as W
+
+    if isinstance(control, W.IntSlider):
+        values = sorted({int(v) for v in np.linspace(control.min, control.max, n)})
+    elif isinstance(control, (W.SelectionSlider, W.Dropdown, W.ToggleButtons)):
+        values = [o[1] if isinstance(o, tuple) else o for o in control.options][:n]
+    elif isinstance(control, (W.Checkbox, W.ToggleButton)):
+        values = [not control.value]
+    else:
+        return []
+    return [v for v in values if v != control.value] + [control.value]
+
+
+def every_explorer():
+    """(name, constructor) of every slider explorer the notebooks display."""
+    from npu_lab.course import explorers as X
+    from npu_lab.course.level0_picture import Level0Explorer
+    from npu_lab.course.widgets import buffers_explorer
+
+    return [("CopyCostExplorer (01)", X.CopyCostExplorer), ("buffers_explorer (01)", buffers_explorer),
+            ("Level0Explorer (02)", Level0Explorer), ("DiscreteChainExplorer (02)", X.DiscreteChainExplorer),
+            ("UbBudgetExplorer (03)", X.UbBudgetExplorer), ("TileSweepExplorer (04)", X.TileSweepExplorer),
+            ("DoubleBufferExplorer (05)", X.DoubleBufferExplorer), ("FastExpExplorer (06)", X.FastExpExplorer),
+            ("TuningExplorer (07)", X.TuningExplorer)]
+
+
+def explorer_move_times(make) -> tuple[float, list[float]]:
+    """(build seconds, per-move seconds): every control of a fresh explorer stepped through a few
+    values (``control.value = v`` until its update returned), first visits included."""
+    start = time.perf_counter()
+    e = make()
+    build = time.perf_counter() - start
+    times = []
+    for control in getattr(e, "_controls", ()) or (getattr(e, c) for c in ("tiles", "buffers", "chip")):
+        for v in _explorer_moves(control):
+            start = time.perf_counter()
+            control.value = v
+            times.append(time.perf_counter() - start)
+    return build, times
+
+
+def bench_every_explorer() -> None:
+    """Issue 16 §5: every explorer of every notebook: its build, and a move of each control
+    (.value set -> the explorer's update done), median and worst over first visits and returns."""
+    section("every explorer: build, and .value set -> update done")
+    for name, make in every_explorer():
+        build, times = explorer_move_times(make)
+        row(f"{name}: build", build * 1e3, "ms")
+        row(f"{name}: move, median", statistics.median(times) * 1e3, "ms", f"worst {max(times) * 1e3:.0f} ms, "
+            f"{len(times)} moves")
+
+
 #: Sections in print order; append yours.
-SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_moe_sweep, bench_moe_full,
-            bench_moe_scaling, bench_grading]
+SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_every_explorer, bench_moe_sweep,
+            bench_moe_full, bench_moe_scaling, bench_grading]
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""The map from Ascend C to the Python kernel API (``npu_lab.lang.ASCEND_C_API``, DESIGN.md §5.1).
+"""The map from Ascend C to the Python kernel API (``npu_lab.lang.ASCEND_C_API``, docs/api_cheatsheet.md).
 
 * every entry resolves to a Python object, and the object's name is the snake_case spelling the
   entry promises;

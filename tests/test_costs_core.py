@@ -222,7 +222,7 @@ def test_a_flag_costs_sync_flag_cycles_after_the_source_completed():
 
 
 def test_core_state_without_latencies_is_the_bare_in_order_model():
-    """CoreState's defaults: no latency, free flags — the model of DESIGN.md §4.1 alone."""
+    """CoreState's defaults: no latency, free flags — the model of docs/cost_model.md alone."""
     cs = CoreState(VECTOR_PIPES, 2)
     _, end = cs.issue("MTE2", "load", 100)
     assert cs.done["MTE2"] == end

@@ -37,8 +37,8 @@ def _db_gain(chip, tile_s):
 
 def _article_factor():
     table = load_article_tile_sweep()
-    measured = float(table.loc[table["tile_s"] == 8, "latency_us"].iloc[0])
-    return measured / _sim("v1", tile_s=8).latency_us
+    measured = float(table.loc[table["tile_s"] == 4, "latency_us"].iloc[0])
+    return measured / _sim("v1", tile_s=4).latency_us
 
 
 # (check, truth, answers that must be right, answers that must be wrong)
@@ -57,6 +57,9 @@ CASES = {
                            lambda t: [t, f"{t:,} bytes"], lambda t: [t - 1, t + 1, t - 32, t + 32]),
     "discrete_launch_share": (ex02.check_discrete_launch_share, _launch_share,
                               lambda t: [t, t + 2.5, t - 2.5], lambda t: [t + 3.5, t - 3.5]),
+    # 02.5: computed here from the rule (strides in 32-byte blocks of 8 float32), not from the picture
+    "level0_last_element": (ex02.check_level0_last_element, lambda: (3 - 1) * 16 * 8 + (32 - 1),
+                            lambda t: [t, f"{t}"], lambda t: [t - 1, t + 1, 63, 319, 159]),
     "largest_tile_s": (ex03.check_largest_tile_s, lambda: moe_ub_capacity("v2", 1536, 8, P310.ub_bytes),
                        lambda t: [t], lambda t: [t - 1, t + 1]),
     "tile_s_halving_e": (ex03.check_tile_s_halving_e,

@@ -1,4 +1,4 @@
-"""Tests of the hardware model (npu_lab.hardware, npu_lab.presets; DESIGN.md §3).
+"""Tests of the hardware model (npu_lab.hardware, npu_lab.presets; docs/cost_model_system.md).
 
 Every number the simulator uses lives in a HardwareSpec, has a unit in its name and a provenance
 (where the number came from). These tests pin the presets' key facts and the spec's contract:

@@ -265,3 +265,89 @@ def test_words_are_not_searched_in_prose_but_numbers_are():
     assert not reveals(prose, 1, "MTE2")
     assert reveals(prose, 1, 20.0)
     assert not reveals(prose, 0, 20.0)       # only cells before the exercise count
+
+
+# ------------------------------------------------- kernel exercises: no solution above its skeleton
+#: An exercise that turns a course kernel shown before it into the next one: that kernel's lines are
+#: the starting point, not the answer (05.prefetch turns v1's order into v2's).
+STARTS_FROM = {"05.prefetch": "v1"}
+#: A solution line shorter than this (whitespace and comments removed) is too common to be an answer.
+MIN_LINE_CHARS = 12
+SHOW_KERNEL_RE = re.compile(r"show_kernel\(\s*['\"](\w+)['\"]\s*\)")
+
+
+def _norm(line: str) -> str:
+    return re.sub(r"\s+", "", line.split("  #")[0])
+
+
+def solution_lines(exercise_id: str) -> list[str]:
+    """The lines a learner writes for ``exercise_id`` (inside its solution regions), long enough to
+    be distinctive, minus the lines of the course kernel it starts from."""
+    from npu_lab.course.kernel_check import kernel_solution_cell
+    from npu_lab.course.kernel_view import show_kernel
+
+    start = {_norm(x) for x in show_kernel(STARTS_FROM[exercise_id]).python.splitlines()} \
+        if exercise_id in STARTS_FROM else set()
+    out, inside = [], False
+    for line in kernel_solution_cell(exercise_id).splitlines():
+        s = line.strip()
+        if s in ("### BEGIN SOLUTION", "### END SOLUTION"):
+            inside = s == "### BEGIN SOLUTION"
+        elif inside and not s.startswith("#") and len(_norm(s)) >= MIN_LINE_CHARS and _norm(s) not in start:
+            out.append(s)
+    return out
+
+
+def text_above(cells: list[dict], before: int) -> str:
+    """What a learner can read above cell ``before`` of an instructor notebook: markdown, code as
+    the student version has it (solution regions stubbed), and the kernels ``show_kernel`` shows."""
+    from npu_lab.course.kernel_check import strip_solutions
+    from npu_lab.course.kernel_view import show_kernel
+
+    parts = []
+    for cell in cells[:before]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code":
+            parts.append(strip_solutions(src) if "### BEGIN SOLUTION" in src else src)
+            parts.extend(show_kernel(name).python for name in SHOW_KERNEL_RE.findall(src))
+        elif cell["cell_type"] == "markdown":
+            parts.append(src)
+    return "\n".join(parts)
+
+
+def shown_solution_lines(exercise_id: str, cells: list[dict], before: int) -> list[str]:
+    seen = {_norm(line) for line in text_above(cells, before).splitlines()}
+    return [line for line in solution_lines(exercise_id) if _norm(line) in seen]
+
+
+def _kernel_cases():
+    from npu_lab.course.kernel_check import kernel_exercises
+    return [pytest.param(eid, id=eid) for eid in kernel_exercises()]
+
+
+@pytest.mark.parametrize("exercise_id", _kernel_cases())
+def test_no_kernel_solution_is_shown_above_its_skeleton(exercise_id):
+    """At most half of the solution's distinctive lines may occur above the skeleton (a line the
+    lesson shares with the answer, a placement the prose describes), and never two or more when
+    they are the majority."""
+    path = next((REPO / "instructor").glob(f"{exercise_id[:2]}_*.ipynb"))
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    at = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"
+               and "".join(c["source"]).startswith(f"# Exercise {exercise_id}:")), None)
+    assert at is not None, f"{path.name} has no cell '# Exercise {exercise_id}: ...'"
+    lines = solution_lines(exercise_id)
+    assert lines, f"{exercise_id}: no distinctive solution line to look for"
+    shown = shown_solution_lines(exercise_id, cells, at)
+    assert len(shown) * 2 <= len(lines), (
+        f"{exercise_id}: {len(shown)} of the solution's {len(lines)} lines are on screen above its skeleton "
+        f"(cell {at} of {path.name}):\n  " + "\n  ".join(shown))
+
+
+def test_kernel_detector_finds_a_shown_solution():
+    """The detector is not blind: a notebook that shows the course's scaled add above 01's skeleton
+    (as it once did) reveals the exercise."""
+    cells = [{"cell_type": "code", "source": ['show_kernel("scaled_add")']}]
+    assert len(shown_solution_lines("01.scaled_add_double_buffer", cells, 1)) * 2 > \
+        len(solution_lines("01.scaled_add_double_buffer"))
+    cells = [{"cell_type": "code", "source": ['show_kernel("v2")']}]
+    assert shown_solution_lines("05.sync", cells, 1)

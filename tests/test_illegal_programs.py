@@ -1,4 +1,4 @@
-"""A catalogue of illegal kernels (DESIGN.md §5.1; issue 8 §2): each breaks one rule of Ascend C or
+"""A catalogue of illegal kernels (docs/api_cheatsheet.md; issue 8 §2): each breaks one rule of Ascend C or
 of the device, cites the page the rule comes from, and must stop the launch with an error that
 names the rule and the fix. Where real hardware would be *silently* wrong (a count rounded down,
 an int32 NE compared as EQ), the message also says what the hardware would have done.

@@ -1,4 +1,4 @@
-"""Tests of the kernel API's foundations (npu_lab.lang; DESIGN.md §4.1 UB rules, §5, §5.1):
+"""Tests of the kernel API's foundations (npu_lab.lang; docs/cost_model.md UB rules, §5, §5.1):
 tensors without slices, the UB allocator, ``TPipe`` / ``TQue`` / ``TBuf``, ``HardEvent`` flags,
 scalar ``GetValue`` / ``SetValue``, launching, and timing-only == full.
 

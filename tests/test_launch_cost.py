@@ -49,7 +49,7 @@ def test_overhead_grows_with_cores_launched_then_stays():
 
 
 def test_empty_kernel_on_all_cores_keeps_the_measured_20_us():
-    """DESIGN.md §3: about 20 µs for an empty kernel on all cores of the 910B2."""
+    """docs/cost_model_system.md: about 20 µs for an empty kernel on all cores of the 910B2."""
     assert full_launch_overhead_us(HW) == pytest.approx(20.0)
     assert _overhead_us(vector_kernel, 48) == pytest.approx(20.0, abs=1e-3)
 

@@ -1,4 +1,4 @@
-"""The library proper never imports the course layer (DESIGN.md §2; issue 10 §7): hardware, sim,
+"""The library proper never imports the course layer (README.md; issue 10 §7): hardware, sim,
 lang and kernels stay free of checks, exercises, explorers and figures."""
 
 from __future__ import annotations

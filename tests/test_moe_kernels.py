@@ -1,4 +1,4 @@
-"""Numerics of every MoeGatingTopK kernel version against the numpy reference (DESIGN.md §6.3, §9).
+"""Numerics of every MoeGatingTopK kernel version against the numpy reference (README.md, §9).
 
 Every fused version must give *exactly* the reference's indices and its weights to float32
 rounding (``v3_fast_exp``: to a bound derived from the measured error of its polynomial exp).

@@ -1,4 +1,4 @@
-"""Timing invariants of the MoeGatingTopK versions (DESIGN.md §6.3, §9) -- relations the hardware
+"""Timing invariants of the MoeGatingTopK versions (README.md, §9) -- relations the hardware
 model must keep whatever its parameters, not exact figures -- plus one golden sweep that guards
 against silent model changes.
 
@@ -42,7 +42,7 @@ PRESETS = ("ascend-910b2", "ascend-310p3")
 VERDICTS = {"launch", "memory", "compute", "sync"}
 HW = get_preset("ascend-910b2")
 
-#: the article's shape (DESIGN.md §6.5)
+#: the article's shape (README.md)
 ARTICLE = dict(B=1, S=1024, E=64, K=2)
 ARTICLE_TILE_S = (1, 4, 8, 16, 32)
 

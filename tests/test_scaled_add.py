@@ -1,4 +1,4 @@
-"""Tests of the demo kernel z = alpha * x + y (npu_lab.kernels.scaled_add; DESIGN.md §9).
+"""Tests of the demo kernel z = alpha * x + y (npu_lab.kernels.scaled_add; README.md).
 
 * numbers: equal to the numpy reference, exactly, for every size, tile, buffer count and block
   count (tail tiles and tail blocks included);

@@ -1,5 +1,5 @@
 """Tests of one core's timing model and the instruction costs (npu_lab.sim.core, npu_lab.sim.costs;
-DESIGN.md §4.1-§4.2).
+docs/cost_model.md-§4.2).
 
 The rules under test, in the words of the model:
 

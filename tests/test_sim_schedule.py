@@ -1,4 +1,4 @@
-"""Tests of many cores and one launch (npu_lab.sim.schedule, npu_lab.lang.launch; DESIGN.md §4.3).
+"""Tests of many cores and one launch (npu_lab.sim.schedule, npu_lab.lang.launch; docs/cost_model.md).
 
 The rules under test:
 

@@ -1,4 +1,4 @@
-"""Tests of the Timeline (npu_lab.sim.timeline; DESIGN.md §4.4).
+"""Tests of the Timeline (npu_lab.sim.timeline; docs/cost_model.md).
 
 Every instruction is an event (core, block, pipe, name, start, end, bytes, elements, source line).
 The Timeline offers a pandas DataFrame, per-pipe busy time and utilisation, latency, HBM bytes and

@@ -1,4 +1,4 @@
-"""The course layer: what the notebooks show on top of the library (DESIGN.md §2).
+"""The course layer: what the notebooks show on top of the library (README.md).
 
 * :mod:`.checks` — parsing answers and the :class:`~.checks.CheckResult` message type;
 * ``ex01`` … ``ex07`` — one module of exercise checks per notebook;

@@ -359,6 +359,7 @@ def _scaled_add_locate(case, name, i):
 
 
 SCALED_ADD_TIMED_N = 1 << 20
+_LESSON_TILE_LEN = __import__("inspect").signature(scaled_add).parameters["tile_len"].default
 
 
 def _scaled_add_target(hw):
@@ -366,7 +367,9 @@ def _scaled_add_target(hw):
     timed shape and the exercise's tile length: a kernel meets it only if its loads overlap."""
     one, two = (scaled_add(SCALED_ADD_TIMED_N, SCALED_ADD_TIMED_N, SCALED_ADD_ALPHA, hw=hw, tile_len=SCALED_ADD_TILE_LEN,
                            num_buffers=b, timing_only=True)[1].total_us for b in (1, 2))
-    return (one + two) / 2, f"halfway between the course kernel with one buffer ({one:.1f} µs) and two ({two:.1f} µs)"
+    return (one + two) / 2, (f"halfway between the course kernel with one buffer ({one:.1f} µs) and two "
+                             f"({two:.1f} µs), both with this exercise's tiles of {SCALED_ADD_TILE_LEN} elements "
+                             f"(the lesson's runs use scaled_add's default of {_LESSON_TILE_LEN}, so their times differ)")
 
 
 register_exercise(KernelExercise(
@@ -377,7 +380,7 @@ register_exercise(KernelExercise(
     imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
             "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, TPosition, TQue\n"
             "from npu_lab.kernels.scaled_add import ScaledAddTiling",
-    place_after="## Its timeline (after the timeline of the one- and two-buffer kernels), or in ## Exercises",
+    place_after="after ### Why DataCopy needs whole 32-byte blocks, before ### The course's kernel (the learner writes it before seeing it)",
     cases=_scaled_add_cases, launch=_scaled_add_launch, reference=_scaled_add_reference,
     locate=_scaled_add_locate, target=_scaled_add_target,
     target_case={"n": SCALED_ADD_TIMED_N, "label": "n=2^20"}, speed=True,

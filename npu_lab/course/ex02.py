@@ -36,7 +36,7 @@ TREND_S = (1024, 8192, 65536)
 
 __all__ = ['check_discrete_hbm_bytes', 'check_discrete_launch_share', 'check_fused_advantage_trend',
            'check_underflow_second_expert', 'expected_answers', 'fused_advantage', 'HBM_BYTES_SHAPE',
-           'LAUNCH_SHARE_CHIP', 'TREND_S']
+           'LAUNCH_SHARE_CHIP', 'TREND_S', 'check_level0_last_element', 'level0_last_element_truth', 'LEVEL0_CALL']
 
 
 def expected_answers() -> dict[str, object]:
@@ -44,7 +44,60 @@ def expected_answers() -> dict[str, object]:
     return {"check_discrete_hbm_bytes": discrete_hbm_bytes_truth(**HBM_BYTES_SHAPE),
             "check_discrete_launch_share": discrete_launch_share_truth(LAUNCH_SHARE_CHIP),
             "check_fused_advantage_trend": fused_advantage_trend_truth(),
-            "check_underflow_second_expert": underflow_second_expert_truth()}
+            "check_underflow_second_expert": underflow_second_expert_truth(),
+            "check_level0_last_element": level0_last_element_truth()}
+
+
+#: Exercise 02.5: ctx.add(dst, src0, src1, mask, repeat_time, BinaryRepeatParams(*strides)) on float32
+LEVEL0_CALL = dict(instruction="Add", dtype="float32", mask=32, repeat_time=3, strides=(1, 1, 1, 16, 8, 8))
+
+
+def _level0_fp(**changes):
+    from ..lang import BinaryRepeatParams
+    from .level0_picture import level0_footprint
+    call = {**LEVEL0_CALL, **changes}
+    return level0_footprint(call["instruction"], call["dtype"], call["mask"], call["repeat_time"],
+                            BinaryRepeatParams(*call["strides"]))
+
+
+def level0_last_element_truth() -> int:
+    """The largest element offset of dst that LEVEL0_CALL writes (from the lang's own footprint)."""
+    return _level0_fp().last_element("dst")
+
+
+def check_level0_last_element(answer) -> CheckResult:
+    """``ctx.add(dst, src0, src1, 32, 3, BinaryRepeatParams(1, 1, 1, 16, 8, 8))`` on float32
+    tensors: the largest element index of dst (counted from dst's address) it writes. Answer: a
+    whole number."""
+    if answer is None:
+        return _missing("a whole number: an element index of dst")
+    value = _whole(answer, ())
+    if value is None:
+        return _wrong(f"Answer a whole number (an element index), not {answer!r}.")
+    fp = _level0_fp()
+    truth = fp.last_element("dst")
+    blk, rep = fp.strides["dst"]
+    per_block = fp.per_block
+    lanes = len(fp.lanes)
+    explain = (f"repeat r starts r × {rep} blocks × {per_block} elements = {rep * per_block}·r elements on; "
+               f"mask {fp.mask} switches on lanes 0..{lanes - 1} ({lanes // per_block} blocks); the last "
+               f"repeat (r = {fp.repeat_time - 1}) ends at {(fp.repeat_time - 1) * rep * per_block} + {lanes - 1} = "
+               f"{truth}. The elements between repeats are left alone: a strided write.")
+    if value == truth:
+        return _right(explain)
+    mistakes = {
+        (fp.repeat_time - 1) * rep + lanes - 1: "that counts the repeat stride in elements: it is in 32-byte "
+                                                "blocks (of 8 float32)",
+        _level0_fp(mask=64).last_element("dst"): "that takes all 64 lanes: mask = 32 is normal mode, the "
+                                                 "first 32 lanes of each repeat",
+        _level0_fp(strides=(1, 1, 1, 8, 8, 8)).last_element("dst"): "that is the contiguous layout (repeat "
+                                                                     "stride 8): dst's repeat stride here is 16",
+        truth + 1: "that counts elements, not the last index (they start at 0)",
+    }
+    if value in mistakes:
+        return _wrong(f"{value} is not it: {mistakes[value]}.")
+    return _wrong(f"{value} is not it. Hint: element (repeat r, lane l) = r·repStride·8 + (l // 8)·blkStride·8 "
+                  "+ l % 8 for float32 (strides in 32-byte blocks); which r and l are the last?")
 
 
 def discrete_hbm_bytes_truth(B: int, S: int, E: int, K: int) -> int:

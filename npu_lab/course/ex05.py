@@ -257,6 +257,83 @@ def moe_v2_solution(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
             ctx.set_flag("MTE3_S", j % 2)                  # the output slot may be rewritten (tile j+2)
 
 
+def load_tile_rows(ctx, j, scores, gate_gm, first_row, points, E, Es):
+    """CopyIn of tile ``j`` into slot ``j % 2``, as v2 does it: from the third tile on, wait until the
+    scalar unit has read the slot (tile j-2: S_MTE2), then one copy per point into a row of
+    ``scores`` (rows ``Es`` elements apart), DataCopyPad when a row is not whole 32-byte blocks
+    (pipe MTE2). Exercise 05.prefetch writes this itself; 05.sync's skeleton calls it, so the flags
+    05.sync asks for are all that cell leaves out."""
+    size = gate_gm.dtype.itemsize
+    if j >= 2:
+        ctx.wait_flag("S_MTE2", j % 2)
+    for p in range(points):
+        row = first_row + p
+        if E * size % 32 == 0:
+            ctx.data_copy(scores[p * Es], gate_gm[row * E], E)
+        else:
+            ctx.data_copy_pad(scores[p * Es], gate_gm[row * E], DataCopyExtParams(1, E * size, 0, 0, 0),
+                              DataCopyPadExtParams(False, 0, 0, 0))
+
+
+@npu_kernel
+def moe_v2_sync_solution(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
+    """MoeGatingTopK v2 (05.sync's cell): each block loops over its tiles; tile j+1 is loaded into
+    the other slot while the scalar unit computes tile j. Pipes: MTE2 (tile j+1) ‖ S (tile j) ‖ MTE3."""
+    t = MoeGatingTiling.unpack(tiling_bytes)
+    E, K, T, size = t.E, t.K, t.tileBS, gate_gm.dtype.itemsize
+    Es, Ks = row_stride(E, size), row_stride(K, 4)         # UB rows start on 32-byte blocks
+    my_tiles = block_tiles(t, ctx.get_block_idx(), ctx.get_block_num())
+    n = len(my_tiles)
+    scores_q = TQue(TPosition.VECIN, 2)
+    ctx.pipe.init_buffer(scores_q, 2, T * row_stride(E, 4) * 4, name="scores")
+    values_buf, indices_buf = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+    ctx.pipe.init_buffer(values_buf, 2 * T * Ks * 4, name="topk_values")
+    ctx.pipe.init_buffer(indices_buf, 2 * T * Ks * 4, name="topk_indices")
+    out_v, out_i = values_buf.get(np.float32), indices_buf.get(np.int32)
+
+    def rows_of(j):                                        # (first flat row, points) of tile j
+        b0, _b1, s0, s1 = t.tile_range(my_tiles[j])
+        return b0 * t.S + s0, s1 - s0
+
+    def copy_in(j):                                        # the load of tile j into slot j % 2
+        first_row, points = rows_of(j)
+        scores = scores_q.alloc_tensor(gate_gm.dtype)
+        load_tile_rows(ctx, j, scores, gate_gm, first_row, points, E, Es)   # waits for S to free the slot
+        # YOUR CODE: tell the scalar unit the scores of slot j % 2 are loaded.
+        ### BEGIN SOLUTION
+        ctx.set_flag("MTE2_S", j % 2)
+        ### END SOLUTION
+        scores_q.enque(scores)
+
+    copy_in(0)
+    for j in ctx.tile_loop(n, key=iteration_key(t, my_tiles)):
+        first_row, points = rows_of(j)
+        if j + 1 < n:
+            copy_in(j + 1)                                 # the prefetch (exercise 05.prefetch)
+        scores = scores_q.deque(gate_gm.dtype)
+        # YOUR CODE: the scalar unit must wait for this slot's load, and (from j = 2 on)
+        # for the stores of tile j-2 that used this output slot (MTE3_S).
+        ### BEGIN SOLUTION
+        ctx.wait_flag("MTE2_S", j % 2)
+        if j >= 2:
+            ctx.wait_flag("MTE3_S", j % 2)
+        ### END SOLUTION
+        values, indices = out_v[(j % 2) * T * Ks], out_i[(j % 2) * T * Ks]
+        for p in range(points):
+            scalar_topk_softmax(ctx, scores[p * Es], values[p * Ks], indices[p * Ks], E, K)
+        if j + 2 < n:
+            ctx.set_flag("S_MTE2", j % 2)                  # the slot may be refilled (tile j+2)
+        scores_q.free_tensor(scores)
+        ctx.set_flag("S_MTE3", j % 2)                      # results in UB: the stores may start
+        ctx.wait_flag("S_MTE3", j % 2)
+        for p in range(points):
+            row = first_row + p
+            ctx.data_copy_pad(indices_gm[row * K], indices[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+            ctx.data_copy_pad(weights_gm[row * K], values[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
+        if j + 2 < n:
+            ctx.set_flag("MTE3_S", j % 2)                  # the output slot may be rewritten (tile j+2)
+
+
 MOE_TIMED = {"B": 1, "S": 2048, "E": 64, "K": 2, "dtype": "float32", "label": "B=1, S=2048, E=64, K=2, float32"}
 _MOE_IMPORTS = ("import numpy as np\nfrom npu_lab import npu_kernel\n"
                 "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, TBuf, TPosition, TQue\n"
@@ -279,7 +356,8 @@ register_exercise(KernelExercise(
     id="05.sync", notebook="ex05", title="Add the flags a scalar kernel needs",
     teaches="a TQue syncs MTE2->V and V->MTE3 only: when the scalar unit reads loaded data it needs "
             "SetFlag/WaitFlag<MTE2_S>, and a reused output slot MTE3_S; a missing one is a RaceError",
-    solution=moe_v2_solution, cell_name="my_moe_v2_sync", imports=_MOE_IMPORTS,
+    solution=moe_v2_sync_solution, cell_name="my_moe_v2_sync",
+    imports=_MOE_IMPORTS + "\nfrom npu_lab.course.ex05 import load_tile_rows",
     place_after="### Why the flags: a queue does not sync the scalar unit (before ## Check against the reference)",
     cases=lambda rng: moe_cases(rng), launch=moe_launcher("v2"), reference=moe_reference,
     locate=moe_locator("v2"), target=moe_target("v2", MOE_TIMED, factor=1.02, label="the course's v2 + 2 %"),

@@ -49,6 +49,34 @@ def topk_vector_instructions(K: int = TOPK_K, E: int = 64) -> int:
     """Vector instructions v3 issues per tile for (E, K): a two-tile run minus a one-tile run."""
     return _v_instructions(K, 2, E) - _v_instructions(K, 1, E)
 
+def _v_names(K: int, tiles: int, E: int):
+    """Vector instructions of a v3 run on one core, by name (the repeat count dropped: 'Compare')."""
+    from collections import Counter
+    one_core = get_preset(CHIP).replace(vector_cores=1)
+    events = simulate_moe_gating(1, 8 * tiles, E, K, version="v3", hw=one_core, tile_s=8).timeline.events()
+    return Counter(name.split(" x")[0] for name in events.loc[events["pipe"] == "V", "name"])
+
+
+def v_instruction_breakdown(K: int = TOPK_K, E: int = 64) -> str:
+    """The per-tile count of v3's vector instructions at (E, K), by instruction, each as a*K + b
+    (a and b read off two timelines, at K and K + 1; nothing typed in), and the total as a sum."""
+    def per_tile(k):
+        return _v_names(k, 2, E) - _v_names(k, 1, E)
+
+    here, nxt = per_tile(K), per_tile(K + 1)
+    terms, slope_total, const_total = [], 0, 0
+    for name in sorted(set(here) | set(nxt), key=lambda n: (-(nxt[n] - here[n]), n)):
+        a = nxt[name] - here[name]
+        b = here[name] - a * K
+        slope_total, const_total = slope_total + a, const_total + b
+        expr = ("K" if a == 1 else f"{a}K" if a else "") + (f"{b:+d}" if b and a else str(b) if not a else "")
+        terms.append(f"{name} {expr.replace('+', ' + ').replace('-', ' − ')} (= {here[name]})")
+    total = f"{slope_total}K {const_total:+d}".replace("+", "+ ").replace("-", "− ")
+    return (f"{total} at E = {E}, K = {K}: " + ", ".join(terms)
+            + " — the per-round terms are the top-K's rounds (the knock-out is skipped in the last one), "
+              "the constants the softmax over the K winners and the output compaction")
+
+
 def _v_instructions(K: int, tiles: int, E: int) -> int:
     one_core = get_preset(CHIP).replace(vector_cores=1)
     t = simulate_moe_gating(1, 8 * tiles, E, K, version="v3", hw=one_core, tile_s=8).timeline
@@ -66,15 +94,9 @@ def check_topk_vector_instructions(answer, K: int = TOPK_K, E: int = 64) -> Chec
     value = _whole(answer, ("instructions",))
     if value is None:
         return _wrong(f"Answer a whole number of instructions, not {answer!r}.")
-    per_round = _v_instructions(2, 2, E) - _v_instructions(2, 1, E) - (_v_instructions(1, 2, E) - _v_instructions(1, 1, E))
-    fixed = truth - K * per_round
     if value == truth:
-        return _right(f"{truth} per tile, whatever tileS is: {per_round} per round of the top-K (WholeReduceMax, "
-                      f"GatherMask for the values and for the indices, Brcb + a masked Copy into column k, and the "
-                      f"knock-out of the winner: Brcb, Adds, an int32 Compare EQ and a Select) times K = {K}, "
-                      f"{fixed:+d} for the softmax over the K winners and the output compaction (the knock-out "
-                      "is skipped in the last round). Each instruction covers all points of the tile: the scalar "
-                      "heap did per-point work, this does per-tile work.")
+        return _right(f"{truth} per tile, whatever tileS is: {v_instruction_breakdown(K, E)}. Each instruction "
+                      "covers all points of the tile: the scalar heap did per-point work, this does per-tile work.")
     k2 = _v_instructions(2, 2, E) - _v_instructions(2, 1, E)
     return _wrong(f"{value} is not it. Hint: for K = 2 the count is {k2}. Read _topk_softmax_tile: "
                   "which instructions run K times, which K - 1 times, which once?")
@@ -95,10 +117,23 @@ def exp_break_even_cycles(hw=CHIP, count: int = 4096, target: float = 1.0) -> fl
     """The ``vector_exp_cycles_per_repeat`` at which :func:`exp_speedup` reaches ``target`` (by
     bisection; the speed-up grows with the exact Exp's cost)."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
+
+    def speedup(cost):
+        return exp_speedup(hw.replace(vector_exp_cycles_per_repeat=float(cost)), count)
+
+    # the exact Exp's time grows linearly with its cost per repeat (the polynomial's does not depend
+    # on it), so two runs put the crossing within a cycle or two; bisect in a bracket around it,
+    # checked to hold the crossing (else the whole range), to a billionth of a cycle
     lo, hi = 0.0, 1024.0
-    for _ in range(60):
+    s4, s64 = speedup(4.0), speedup(64.0)
+    if s64 > s4:
+        guess = 4.0 + (target - s4) * 60.0 / (s64 - s4)
+        a, b = max(0.0, guess - 8.0), min(1024.0, guess + 8.0)
+        if a < b and speedup(a) < target <= speedup(b):
+            lo, hi = a, b
+    while hi - lo > 1e-9:
         mid = (lo + hi) / 2
-        if exp_speedup(hw.replace(vector_exp_cycles_per_repeat=mid), count) < target:
+        if speedup(mid) < target:
             lo = mid
         else:
             hi = mid
@@ -147,15 +182,21 @@ def check_fast_exp_vector_cost(answer, tile_s: int = FAST_EXP_CASE["tile_s"], K:
     value = _number(answer, ("%",))
     if value is None:
         return _wrong(f"{answer!r} is not a percentage.")
-    values = tile_s * K
-    repeats = -(-values * 4 // 256)
+    # what the kernel really exponentiates, read off its timeline (one Exp per tile)
+    events = runs["v3"].timeline.events()
+    exp = events[events["name"].str.startswith("Exp")].iloc[0]
+    values, repeats = int(exp["elements"]), int(str(exp["name"]).split(" x")[1])
     evidence = (f"vector busy: v3 {busy['v3']:.2f} \u00b5s, v3_fast_exp {busy['v3_fast_exp']:.2f} \u00b5s "
                 f"({truth:+.1f} %); latency {runs['v3'].latency_us:.2f} against {runs['v3_fast_exp'].latency_us:.2f} \u00b5s")
+    lat = {v: r.latency_us for v, r in runs.items()}
+    change = abs(lat["v3_fast_exp"] / lat["v3"] - 1)
+    moves = ("the latency barely moves, because the vector unit is not what limits v3 here." if change < 0.03 else
+             f"the latency moves by {100 * change:.1f} %: the vector unit is on v3's critical path here.")
     if abs(value - truth) <= 2:
-        return _right(f"{evidence}. Per tile v3 exponentiates tileS x K = {values} values, {repeats} repeat(s): "
+        return _right(f"{evidence}. Per tile v3 exponentiates {values} values — tileS = {tile_s} rows x "
+                      f"{values // tile_s} columns (K = {K} padded to whole 32-byte blocks) — in {repeats} repeat(s): "
                       f"the exact Exp is one instruction, the polynomial {fast_exp_instructions()}, each paying its "
-                      "issue cost. On so few values the polynomial loses; the latency barely moves, because the "
-                      "vector unit is not what limits v3 here.")
+                      f"issue cost. On so few values the polynomial {'loses' if truth > 0 else 'wins'}; {moves}")
     if value < 0 < truth:
         return _wrong(f"The polynomial does not save vector time here ({evidence}). Hint: count instructions and "
                       "repeats per tile for both.")
@@ -269,7 +310,7 @@ register_exercise(KernelExercise(
     imports="import numpy as np\nfrom npu_lab import npu_kernel\n"
             "from npu_lab.lang import DataCopyExtParams, DataCopyPadExtParams, GatherMaskParams, TPosition, TQue\n"
             "from npu_lab.course.ex06 import RowTiling",
-    place_after="## v4: sorting the way CANN does (after Sort32's (score, index) output is shown)",
+    place_after="### Why EQ and not NE (before 06.topk_rounds, whose rounds split WholeReduceMax's pairs this way)",
     cases=_gather_cases, launch=_gather_launch, reference=_gather_reference, locate=_row_locate,
     target=lambda hw: (_gather_launch(gather_mask_solution, GATHER_TIMED, hw, True)[1].total_us * 1.05,
                        "the course's solution + 5 %"),

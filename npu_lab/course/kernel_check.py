@@ -230,8 +230,8 @@ def _user_frame(exc: BaseException, fn) -> tuple[str, int, str] | None:
     return f.filename, f.lineno, line
 
 
-def _advice(exc: BaseException) -> tuple[str, str]:
-    """(what kind of mistake, what to do) for an exception."""
+def _advice(exc: BaseException) -> tuple[str, str | None]:
+    """(what kind of mistake, what to do — None when there is no fix to name beyond the message's own)."""
     msg = str(exc)
     if isinstance(exc, RaceError):
         return ("a race (a missing sync)",
@@ -254,20 +254,20 @@ def _advice(exc: BaseException) -> tuple[str, str]:
                     "[, DataCopyPadExtParams(False, 0, 0, 0) when loading])")
         if "free_tensor" in msg or "FreeTensor" in msg:
             return ("a buffer used after free_tensor", "use the tensor before freeing it, or allocate a new one")
-        return ("a broken Ascend C rule", "the message says what the hardware would do and the fix")
+        return ("a broken Ascend C rule", None)       # the library's message names the rule and the fix
     if isinstance(exc, QueueError):
         return ("queue misuse",
                 "each tile goes alloc_tensor -> enque -> deque -> free_tensor on its queue, in that order; "
                 "deque needs an earlier enque (was the tile loaded?), and at most `depth` tiles may be in a "
                 "queue at once")
     if isinstance(exc, SimulationError):
-        return ("a simulator error", "read the message: it names the rule")
+        return ("a simulator error", None)
     if isinstance(exc, (IndexError, KeyError)):
         return ("a Python index error", "check the offsets and counts on that line against the tensor sizes")
     if isinstance(exc, (NameError, AttributeError)):
         return ("a Python name error", "a name or method is misspelled or not imported in your cell "
                 "(ASCEND_C_API lists the calls)")
-    return (f"a Python {type(exc).__name__}", "read the message and the line it names")
+    return (f"a Python {type(exc).__name__}", None)
 
 
 def _error_result(exc, fn, case, ex) -> KernelCheckResult:
@@ -278,8 +278,9 @@ def _error_result(exc, fn, case, ex) -> KernelCheckResult:
         loc = f"at line {lineno} of your cell ({fname}):\n    {line}\n"
     else:
         loc = "(not on a line of your cell: check the arguments you pass)\n"
+    todo = f"What to do: {todo}.\n" if todo else ""      # only when there is a fix to name
     text = (f"Not yet: {type(exc).__name__} — {kind} — {loc}"
-            f"{_short(str(exc))}\nWhat to do: {todo}.\n(case: {case['label']})")
+            f"{_short(str(exc))}\n{todo}(case: {case['label']})")
     return _result(text, False, error=exc)
 
 

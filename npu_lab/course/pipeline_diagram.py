@@ -18,7 +18,7 @@ Two more numbers, both 0 unless given, are the costs of handing a tile from one 
 Each box therefore has a *ready* time besides its start and end, like the simulator's timeline:
 end + ``latency_us`` for a load or a store, its end for the compute (S has no latency).
 
-The rules are the simulator's queue rules (DESIGN.md §4.1), nothing more:
+The rules are the simulator's queue rules (docs/cost_model.md), nothing more:
 
 1. a pipe does one thing at a time, in program order (tile i before tile i+1);
 2. a tile's compute waits for its load's data (ready + sync); its store waits for its compute

@@ -2,7 +2,7 @@
 
 Thin helpers: they read what the Timeline offers (``events()``, ``busy_us_by_pipe()``,
 ``utilisation_by_pipe()``) and draw it; nothing here models hardware. No library module imports
-this one (DESIGN.md §2).
+this one (README.md).
 
 * :func:`timeline_figure` — a Gantt chart: one row per core × pipe, one bar per instruction;
   :func:`update_timeline_figure` swaps in another timeline's data in place (for sliders).
@@ -18,6 +18,15 @@ inside ``fig.batch_update()`` so a browser gets one message per slider move.
 from __future__ import annotations
 
 import html
+import sys
+
+# plotly's FigureWidget imports its renderers, which import nbformat, whose jsonschema imports
+# rfc3987_syntax when it is installed: that package compiles ~40 lark grammars at import (5-10 s
+# on the course's machines), only to validate IRIs, which nothing here does. jsonschema treats the
+# module as optional (an ImportError is suppressed), so the course keeps it out: the first explorer
+# of a kernel then builds in well under a second. Nothing changes if jsonschema is loaded already.
+if "jsonschema" not in sys.modules:
+    sys.modules.setdefault("rfc3987_syntax", None)
 
 import numpy as np
 import plotly.graph_objects as go
@@ -225,9 +234,16 @@ def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None)
             if d is None:
                 d = dict(x=[], base=[], y=[], customdata=[])
             trace.x, trace.base, trace.y, trace.customdata = d["x"], d["base"], d["y"], d["customdata"]
-        fig.layout.yaxis.categoryarray = rows
-        fig.layout.height = max(260, 110 + _ROW_PX * len(rows))
-        fig.layout.title.text = _timeline_title(timeline, title, note)
+        # layout only where it changed: a new height or row list makes the browser lay the plot out
+        # again, which a slider move that keeps the rows should not pay
+        if list(fig.layout.yaxis.categoryarray or ()) != list(rows):
+            fig.layout.yaxis.categoryarray = rows
+        height = max(260, 110 + _ROW_PX * len(rows))
+        if fig.layout.height != height:
+            fig.layout.height = height
+        text = _timeline_title(timeline, title, note)
+        if fig.layout.title.text != text:
+            fig.layout.title.text = text
         shapes, x_range = _end_marker(timeline)
         fig.layout.shapes = shapes
         fig.layout.xaxis.range = x_range["range"]

@@ -1,5 +1,5 @@
 """ipywidgets explorers: controls that re-run a kernel in timing-only mode and redraw a plotly
-``FigureWidget`` in place (DESIGN.md §8). Thin: the simulation is the library's, the figure is
+``FigureWidget`` in place (the explorers' convention, npu_lab/course/explorers). Thin: the simulation is the library's, the figure is
 :mod:`npu_lab.course.viz`'s; this module only wires controls to them.
 
 * :func:`buffers_explorer` — the scaled-add kernel with 1 or 2 buffers, a tile-count slider and a

@@ -160,11 +160,18 @@ class DmaOps:
                 f"multiple of 32 bytes. The hardware would move {moved} B, rounded down "
                 f"(silently dropping the last {nbytes - moved} B). Copy a whole number of blocks "
                 f"(a multiple of {BLOCK_BYTES // size} elements) or use data_copy_pad with "
-                "DataCopyExtParams(1, count * sizeof(T), 0, 0)")
+                "DataCopyExtParams(1, count * sizeof(T), 0, 0, 0)")
         limit = min(local.count, gm.size)
         if count > limit:
-            raise AscendCRuleError(f"data_copy of {count} elements between '{local.name}' ({local.count} "
-                                   f"from its address) and '{gm.name}' ({gm.size}): at most {limit} fit")
+            short = local.name if local.count <= gm.size else gm.name
+            where = "UB" if local.count <= gm.size else "GM"
+            raise AscendCRuleError(
+                f"data_copy of {count} elements between '{local.name}' ({local.count} from its address) and "
+                f"'{gm.name}' ({gm.size}): at most {limit} fit. The hardware does not check: it would "
+                f"{'read' if (pipe == 'MTE2') == (where == 'GM') else 'write'} {count - limit} element(s) past the "
+                f"end of '{short}' in {where} — whatever lies there (another buffer, another block's data). "
+                f"Copy at most {limit} elements; for a length that is not whole 32-byte blocks, data_copy_pad "
+                "with DataCopyExtParams(1, exact bytes, 0, 0, 0) moves exactly those bytes")
         direction = "GM->UB" if pipe == "MTE2" else "UB->GM"
         self._dma(pipe, f"DataCopy {direction} {nbytes} B", local, local.byte_offset,
                   local.byte_offset + nbytes, nbytes, nbytes, count, gm=gm)

@@ -1,4 +1,4 @@
-"""Launching a kernel on many cores (DESIGN.md §4.3).
+"""Launching a kernel on many cores (docs/cost_model.md).
 
 ``launch(kernel, block_dim, *args, hw=...)`` runs ``kernel(ctx, *args)`` once per block and
 places the blocks on cores (waves when ``block_dim`` > cores). Launch overhead is paid once: a

@@ -1,4 +1,4 @@
-"""Unified Buffer management: the allocator, ``TPipe``, ``TQue`` and ``TBuf`` (DESIGN.md §4.1).
+"""Unified Buffer management: the allocator, ``TPipe``, ``TQue`` and ``TBuf`` (docs/cost_model.md).
 
 Written the Ascend C way::
 

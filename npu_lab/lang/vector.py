@@ -16,7 +16,7 @@ Sources: asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/基础算�
 parameters and masks.
 
 Cost (the model): ``issue + repeats x cycles-per-repeat`` of the instruction's kind, a repeat being
-256 bytes of the widest operand (DESIGN.md §4.2). Every result is computed with numpy in a full
+256 bytes of the widest operand (docs/cost_model.md). Every result is computed with numpy in a full
 run; a timing-only run charges the same time.
 """
 
@@ -342,8 +342,14 @@ class VectorOps:
             return
         dts = {t.dtype for t in tensors}
         if len(dts) > 1:
-            raise AscendCRuleError(f"{name}: operands must share one dtype (use cast first); got "
-                                   f"{', '.join(f'{t.name}:{t.dtype.name}' for t in tensors)}")
+            sizes = {t.dtype.itemsize for t in tensors}
+            fix = ("if the bytes already hold what you want (indices kept as raw bits, e.g. by "
+                   "WholeReduceMax or GatherMask), view them as the other type with "
+                   "tensor.reinterpret_cast(dtype) (ReinterpretCast: the same bytes, nothing converted); to "
+                   "convert values, ctx.cast(dst, src, RoundMode, count) first"
+                   if len(sizes) == 1 else "convert with ctx.cast(dst, src, RoundMode, count) first")
+            raise AscendCRuleError(f"{name}: operands must share one dtype; got "
+                                   f"{', '.join(f'{t.name}:{t.dtype.name}' for t in tensors)}: {fix}")
 
     def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides):
         """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""

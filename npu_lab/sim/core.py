@@ -1,4 +1,4 @@
-"""One core running one block: in-order pipes fed by a scalar unit (DESIGN.md §4.1, docs/cost_model.md).
+"""One core running one block: in-order pipes fed by a scalar unit (docs/cost_model.md).
 
 Times are in cycles, relative to the block's start. The scalar unit (pipe ``S``) runs the kernel's
 control code and issues every other instruction, in program order, into a per-pipe queue. Each

@@ -1,7 +1,7 @@
 """How far the static HBM share is from a dynamic one, measured after the fact on a timeline.
 
 The simulator gives every core of a launch the *static* share of HBM for the whole launch
-(DESIGN.md §4.2, :func:`npu_lab.sim.l2.core_bytes_per_cycle`):
+(docs/cost_model.md, :func:`npu_lab.sim.l2.core_bytes_per_cycle`):
 
     b_static = min(core DMA peak, HBM bandwidth / active cores),   active = min(block_dim, cores)
 

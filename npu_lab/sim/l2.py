@@ -40,7 +40,7 @@ from ..hardware import HardwareSpec
 def core_bytes_per_cycle(hw: HardwareSpec, active_cores: int) -> tuple[float, float]:
     """(HBM, L2) bytes per cycle one core's DMA gets while ``active_cores`` cores stream at once:
     ``min(the core's DMA peak, chip bandwidth / active cores)`` for each (the static share,
-    DESIGN.md §4.2; :mod:`npu_lab.sim.hbm_share` measures how far that is from a dynamic one)."""
+    docs/cost_model.md; :mod:`npu_lab.sim.hbm_share` measures how far that is from a dynamic one)."""
     if isinstance(active_cores, bool) or not isinstance(active_cores, int) or active_cores < 1:
         raise ValueError(f"active_cores must be a whole number >= 1 (cores streaming at once), got {active_cores!r}")
     hbm_gbps = min(hw.core_dma_bandwidth_gbps, hw.hbm_bandwidth_gbps / active_cores)

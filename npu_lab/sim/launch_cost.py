@@ -98,7 +98,7 @@ def launch_overhead_us(hw: HardwareSpec, kernel_type: str, block_dim: int) -> fl
 
 def full_launch_overhead_us(hw: HardwareSpec, kernel_type: str = "vector") -> float:
     """The head overhead of a launch on every core of the kernel's kind (µs): what a timeline of a
-    kernel launched on all vector cores shows first, and what DESIGN.md §3's "about 20 µs for an
+    kernel launched on all vector cores shows first, and what docs/cost_model_system.md's "about 20 µs for an
     empty kernel on all cores" measures on the 910B2."""
     runs_on = execution_core_type(kernel_type)
     return launch_overhead_us(hw, kernel_type, max(1, hw.cores(runs_on)))

@@ -1,4 +1,4 @@
-"""Blocks onto cores (DESIGN.md §4.3): block i goes to the first free core, the task scheduler
+"""Blocks onto cores (docs/cost_model.md): block i goes to the first free core, the task scheduler
 hands out one block per ``dispatch`` interval, so ``block_dim > cores`` runs in waves.
 
     start[i] = max(start[i-1], earliest free core) + dispatch

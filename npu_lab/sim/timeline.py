@@ -1,4 +1,4 @@
-"""The timeline of one or more launches (DESIGN.md §4.4).
+"""The timeline of one or more launches (docs/cost_model.md).
 
 A launch stores each *distinct* block's trace once plus where every block was placed (core,
 start); events are materialised only when asked for (``events()``), so summaries of a million

@@ -30,7 +30,7 @@ message is also kept in ``.error`` (None after a successful update).
   circled (notebook 07); :func:`tile_latency_grid` and :func:`sweet_spot_heat_map`, the heat maps of
   the sweet spot over (S or E, tileS) (notebook 07).
 
-No library module imports this one (DESIGN.md §2).
+No library module imports this one: dependencies point from the course to the library.
 """
 
 from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes

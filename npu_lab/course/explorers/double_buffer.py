@@ -94,8 +94,7 @@ class DoubleBufferExplorer(_Explorer):
         self.error, self.result = None, run
         update_timeline_figure(self.figure, run.timeline)
         update_pipeline_figure(self.hand, {"one core": by_hand})
-        hw = self._spec(self.chip)
         self.status.value = (
             f"<b>simulator {run.latency_us:.1f} us</b> ({run.block_dim} blocks, launch "
-            f"{hw.launch_overhead_us:g} us) · by hand: {per_core} tile(s) per core in "
+            f"{run.timeline.launch_overhead_us:.1f} us) · by hand: {per_core} tile(s) per core in "
             f"{by_hand.ready_us.max():.1f} us · {html.escape(run.timeline.bottleneck()[0])}-bound")

@@ -37,7 +37,7 @@ class FastExpExplorer(_Explorer):
             _check_float("exp_cost", exp_cost, EXP_COST_RANGE[0], EXP_COST_RANGE[1])
         _check_choice("n_floats", n_floats, [(str(n), n) for n in FLOAT_CHOICES])
         preset = float(self.hw.vector_exp_cycles_per_repeat)
-        self._curves = _LRU()
+        self._curves, self._points, self._break_even = _LRU(), _LRU(), _LRU()
         self.n_floats = W.SelectionSlider(options=FLOAT_CHOICES, value=n_floats, description="floats")
         self.exp_cost = W.FloatSlider(value=preset if exp_cost is None else float(exp_cost), min=EXP_COST_RANGE[0],
                                       max=EXP_COST_RANGE[1], step=0.5, description="Exp cyc/rep")
@@ -60,13 +60,26 @@ class FastExpExplorer(_Explorer):
     def _speedup(self, cost: float, n: int) -> float:
         return exp_speedup(self.hw.replace(vector_exp_cycles_per_repeat=float(cost)), n)
 
+    def _curve(self, n: int) -> list[float]:
+        """The speed-up at every cost of EXP_COSTS. The exact Exp's time is linear in its cost per
+        repeat and the polynomial's does not depend on it, so three runs give the line; it is used
+        only when the middle run lies on the line through the ends (else every cost is run)."""
+        lo, mid, hi = EXP_COSTS[0], EXP_COSTS[len(EXP_COSTS) // 2], EXP_COSTS[-1]
+        s_lo, s_mid, s_hi = (self._speedup(c, n) for c in (lo, mid, hi))
+        slope = (s_hi - s_lo) / (hi - lo)
+        if abs(s_lo + slope * (mid - lo) - s_mid) <= 1e-9 * abs(s_mid):
+            return [s_lo + slope * (c - lo) for c in EXP_COSTS]
+        return [self._speedup(c, n) for c in EXP_COSTS]
+
     def update(self) -> None:
         n, cost = self.n_floats.value, self.exp_cost.value
-        curve = self._curves.get_or(n, lambda: [self._speedup(c, n) for c in EXP_COSTS])
-        self.speedup = self._speedup(cost, n)
+        curve = self._curves.get_or(n, lambda: self._curve(n))
+        self.speedup = self._points.get_or((cost, n), lambda: self._speedup(cost, n))
         with self.figure.batch_update():
             self.figure.data[0].y = curve
             self.figure.data[1].x, self.figure.data[1].y = [cost], [self.speedup]
+        # the break-even costs depend on the length only: bisected once per length, not per move
+        even, double = self._break_even.get_or(n, lambda: (exp_break_even_cycles(self.hw, n),
+                                                          exp_break_even_cycles(self.hw, n, 2.0)))
         self.status.value = (f"<b>{self.speedup:.2f}x</b> with Exp at {cost:g} cycles/repeat over {n} floats; "
-                             f"break-even at {exp_break_even_cycles(self.hw, n):.1f}, 2x at "
-                             f"{exp_break_even_cycles(self.hw, n, 2.0):.1f} cycles/repeat")
+                             f"break-even at {even:.1f}, 2x at {double:.1f} cycles/repeat")

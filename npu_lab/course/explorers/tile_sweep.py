@@ -202,10 +202,11 @@ class TileSweepExplorer(_Explorer):
             ref = self.figure.data[self.TRACE_ARTICLE]
             ref.x = self._article["tileS"].to_numpy() if article else []
             ref.y = self._article["latency_us"].to_numpy(dtype=float) if article else []
-            self.figure.layout.title.text = (
-                f"MoeGatingTopK {version} on {hw.name}: B={B}, S={S}, E={E}, K={K}"
-                + ("" if article else " <span style='font-size:0.8em'>(article points only at "
-                   "B=1, S=1024, E=64, K=2)</span>"))
+            title = (f"MoeGatingTopK {version} on {hw.name}: B={B}, S={S}, E={E}, K={K}"
+                     + ("" if article else " <span style='font-size:0.8em'>(article points only at "
+                        "B=1, S=1024, E=64, K=2)</span>"))
+            if self.figure.layout.title.text != title:        # a tileS move keeps the layout
+                self.figure.layout.title.text = title
         if result is not None:
             self.result = result
         self.sweep_table = df

@@ -49,9 +49,9 @@ class TuningExplorer(_Explorer):
 
     def _compute(self, key):
         version, chip, E, K = key
-        table = sweep(version, 1, self.S_tokens, E, K, chip, TUNING_TILES).dropna(subset=["latency_us"])
+        # the tuner sweeps the same candidates: its table is the sweep (one sweep per key, not two)
         best = autotune(1, self.S_tokens, E, K, version=version, hw=chip, candidates=list(TUNING_TILES))
-        return table, best
+        return best.table.dropna(subset=["latency_us"]), best
 
     def update(self) -> None:
         E, K = self.E.value, min(self.K.value, self.E.value)

@@ -138,15 +138,23 @@ class UbBudgetExplorer(_Explorer):
                     trace.hovertext = [""] * len(trace.y)
             else:
                 self._draw(tiling, version, hw)
-            self.figure.layout.shapes[0].x0 = self.figure.layout.shapes[0].x1 = ub_kb
+            # layout only where it changed: a relayout costs the browser a redraw of the axes, a
+            # slider move over E alone changes the bars (trace data) and the title
+            lay = self.figure.layout
             same = hw.ub_bytes == ARTICLE_UB_BYTES
-            self.figure.layout.annotations[0].x = ub_kb
-            self.figure.layout.annotations[0].text = (f"{hw.name} UB {ub_kb:.0f} KB"
-                                                      + (" = the article's assumption" if same else ""))
-            self.figure.layout.annotations[1].text = "" if same else "article: 256 KB"
-            self.figure.layout.xaxis.range = self._x_range(tiling, version, hw)
-            self.figure.layout.title.text = (f"UB budget of {version} on {hw.name}: B={B}, S={S}, "
-                                             f"E={E}, K={K}")
+            if lay.shapes[0].x0 != ub_kb:
+                lay.shapes[0].x0 = lay.shapes[0].x1 = ub_kb
+                lay.annotations[0].x = ub_kb
+            label = f"{hw.name} UB {ub_kb:.0f} KB" + (" = the article's assumption" if same else "")
+            if lay.annotations[0].text != label:
+                lay.annotations[0].text = label
+                lay.annotations[1].text = "" if same else "article: 256 KB"
+            x_range = self._x_range(tiling, version, hw)
+            if list(lay.xaxis.range or ()) != list(x_range):
+                lay.xaxis.range = x_range
+            title = f"UB budget of {version} on {hw.name}"      # the shape is on the sliders: no relayout per move
+            if lay.title.text != title:
+                lay.title.text = title
         if tiling is None:
             self.status.value = _error_html(f"E={E}, K={K} ({version} on {hw.name})", self.error)
             self.details.value = ""

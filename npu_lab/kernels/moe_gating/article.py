@@ -1,4 +1,4 @@
-"""The first article's numbers — reproduced from the model, never typed in (DESIGN.md §6.5).
+"""The first article's numbers — reproduced from the model, never typed in (data/README.md says where each comes from; notebook 07b compares).
 
 * :func:`fit_hardware` fits at most four named HardwareSpec fields to measured latencies by least
   squares (relative residuals), each kept inside its plausible range, and returns the fitted spec

@@ -1,4 +1,4 @@
-"""The discrete chain: what a framework runs before anyone fuses the operator (DESIGN.md §6.3 v0).
+"""The discrete chain: what a framework runs before anyone fuses the operator (v0; notebook 02_discrete_pipeline, docs/cost_model_system.md).
 
 Three separate launches, each a generic kernel with a generic, conservative tiling (at most 8
 rows per tile, single-buffered), each paying its own launch overhead, each writing its result to

@@ -52,7 +52,7 @@ FIT_RANGES: dict[str, FitRange] = {
     "launch_overhead_us": FitRange(
         5.0, 40.0,
         "the FIXED part of a launch (sim/launch_cost.py: launch = fixed + launch_per_core_us x cores "
-        "started). DESIGN.md §3: about 20 us measured for an empty kernel on all 48 vector cores (medium "
+        "started). docs/cost_model_system.md, 'Launch overhead': about 20 us measured for an empty kernel on all 48 vector cores (medium "
         "confidence), of which the 910B2 preset puts 48 x 0.1 us in the part per core and 15.2 us in the "
         "fixed part; the vendor guide (头尾开销优化/设置合适的核数和算子Kernel类型.md) gives the shape, "
         "not the numbers. Range (stated before the fit): a quarter to twice the 20 us figure, 5-40 us. "

@@ -1,4 +1,4 @@
-"""Fused MoeGatingTopK, scalar versions, in teaching order (DESIGN.md §6.3):
+"""Fused MoeGatingTopK, scalar versions, in teaching order (README.md's notebook table: 04, 05, 06):
 
 * **v1** — the article's kernel: one block per tile of tileS points. Copy every point's E scores
   into UB (one DataCopy per point, as the article writes it), wait, then per point a min-heap

@@ -2,7 +2,7 @@
 
 This module imports nothing from the simulator or the kernels, so a bug there cannot hide here.
 
-Semantics (DESIGN.md section 6.1), per row of E gate logits:
+Semantics (README.md, 'How the model works'; the notebook 02_discrete_pipeline), per row of E gate logits:
 
 1. pick the K largest logits; order them by value, descending; equal values go to the **lower**
    expert index (what the hardware's Sort32 does);

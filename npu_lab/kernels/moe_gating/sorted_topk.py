@@ -1,5 +1,5 @@
 """Fused MoeGatingTopK v4 — built the way CANN's ``MoeGatingTopKSoftmaxV2`` "Perf" template is
-(DESIGN.md §6.3, issue 8 §3), with renorm = 1 semantics: top-K of the logits, softmax over the K.
+(issue 8 §3; README.md, 'The notebooks, in order'), with renorm = 1 semantics: top-K of the logits, softmax over the K.
 
 The real kernel, whose structure this follows (hicann/ops-transformer @ c29bc106):
 ``moe/moe_gating_top_k_softmax_v2/op_kernel/moe_gating_top_k_softmax_v2_perf.h`` (PERF_H) and

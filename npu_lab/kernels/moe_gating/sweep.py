@@ -1,4 +1,4 @@
-"""Sweeps over tileS, the autotuner and the shape-bucket table (DESIGN.md §6.4).
+"""Sweeps over tileS, the autotuner and the shape-bucket table (notebook 07_tuning; docs/kernel_exercises.md, 07.pick_tile_s).
 
 Everything here runs timing-only simulations (no data), fast enough for a slider.
 """

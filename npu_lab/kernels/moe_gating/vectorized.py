@@ -1,4 +1,4 @@
-"""Fused MoeGatingTopK v3 — vectorized (DESIGN.md §6.3, the article's "optimisation 3").
+"""Fused MoeGatingTopK v3 — vectorized (README.md's notebook table, 06_vectorization; the article's "optimisation 3").
 
 Instead of a heap per point on the scalar unit, the vector unit works on all ``r`` rows of a tile
 at once. The Ascend C listing is ``vectorized.cpp`` beside this file (same calls, same order).
