@@ -131,7 +131,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
             self.stream = self.core.stream = []
         if stream == "numerics":
             self._exec = self._exec_numerics      # the instance attribute wins over the method
-        capacity = hw.ub_bytes if core_type == "vector" else hw.l1_bytes
+        capacity = hw.ub_usable_bytes if core_type == "vector" else hw.l1_bytes
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)

@@ -17,8 +17,13 @@ Compares.md, Select.md, GatherMask.md) and 数据填充/Brcb.md. The rules model
 * ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst.
 
 * ``Select`` in modes 1 and 2 (and ``Brcb`` on the 310P) use 8 KB of UB as the library's own
-  scratch ("使用时需要预留8KB的Unified Buffer空间"): a kernel must leave that much of the UB
-  unallocated, or the instruction overwrites a buffer. Here it raises when less is free.
+  scratch ("使用时需要预留8KB的Unified Buffer空间"). That is Ascend C's reserved UB
+  (docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md: usable UB is
+  192KB − 256B − 8KB), modelled once as ``HardwareSpec.asc_reserved_ubuf_bytes``: the allocator
+  never hands it out, so no kernel budget charges it. Compiled with
+  ``--cce-disable-asc-reserved-ubuf`` (``hw.disable_asc_reserved_ubuf``) the 8 KB is ordinary UB
+  and these calls are compile errors (静态Tensor编程.md, 使用预留UB空间的API范围: 2201 lists
+  AddDeqRelu and Select); here they raise.
 """
 
 from __future__ import annotations
@@ -88,7 +93,8 @@ class BrcbRepeatParams:
         self.__dict__.update(dst_blk_stride=dst_blk_stride, dst_rep_stride=dst_rep_stride)
 
 
-#: UB the library's Select (modes 1, 2) and, on the 310P, Brcb keep for themselves (Select.md, Brcb.md)
+#: UB the library's Select (modes 1, 2) and, on the 310P, Brcb use as scratch (Select.md, Brcb.md):
+#: Ascend C's reserved UB, HardwareSpec.asc_reserved_ubuf_bytes (kept for callers that cite it)
 SCRATCH_RESERVE_BYTES = 8 * 1024
 
 
@@ -195,12 +201,16 @@ class SelectOps:
         return n
 
     def _need_scratch(self, what: str, page: str) -> None:
-        free = self.ub.free_bytes
-        if free < SCRATCH_RESERVE_BYTES:
-            self._rule(f"{what} uses {SCRATCH_RESERVE_BYTES} B of UB as the library's scratch "
-                       f"(docs/zh/api/SIMD-API/基础API/Memory矢量计算/{page}: 预留8KB), but the kernel's "
-                       f"buffers leave only {free} B free; on the device it would overwrite one of them. "
-                       f"Allocate {SCRATCH_RESERVE_BYTES - free} B less (a smaller tile)")
+        """The instruction uses Ascend C's reserved UB (outside the allocator: nothing to check)
+        unless the kernel is compiled with --cce-disable-asc-reserved-ubuf, where it does not
+        compile."""
+        if self.hw.disable_asc_reserved_ubuf:
+            self._rule(f"{what} uses Ascend C's reserved UB ({self.hw.asc_reserved_ubuf_bytes} B, "
+                       f"docs/zh/api/SIMD-API/基础API/Memory矢量计算/{page}: 预留8KB), which "
+                       "--cce-disable-asc-reserved-ubuf (hw.disable_asc_reserved_ubuf=True) gives to the "
+                       "kernel: the call is a compile error (docs/zh/guide/编程指南/编程模型/AI-Core-SIMD编程/"
+                       "基于Tensor的CPP编程/静态Tensor编程.md, 使用预留UB空间的API范围). Compile without the "
+                       "option, or use Compare + a bit-masked level-0 instruction instead")
 
     def compare(self, dst, src0, src1, cmp_mode: str, *args):
         """``Compare(dst, src0, src1, cmpMode, count)`` or level-0 ``Compare(dst, src0, src1,

@@ -104,7 +104,7 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
     tile = nearest_bucket_tile_s(B * S, E, K, version, hw.name)
     if tile is None:
         return None
-    capacity = moe_ub_capacity(_BUDGET_VERSION[version], E, K, hw.ub_bytes, hw.block_bytes)
+    capacity = moe_ub_capacity(_BUDGET_VERSION[version], E, K, hw.ub_usable_bytes, hw.block_bytes)
     if capacity < 1:
         return None                       # the host rule raises, saying why
     return max(1, min(tile, S, capacity))
@@ -131,7 +131,7 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
             tiling = calculate_moe_gating_v4_tiling(B, S, E, K, hw, dtype=dtype)
             return tiling, v4_block_dim(tiling)
         # the framework's generic kernels pick their own row tiling
-        t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
+        t = generic_row_tiling(B * S, E, K, hw.ub_usable_bytes)
         return None, min(hw.vector_cores, t.tiles)
     if tile_s is None:
         tile_s = default_tile_s(B, S, E, K, version, hw)
