@@ -36,6 +36,12 @@ MISSING = {
     ("ascend310p", "GatherMask pattern 7"): (
         _P + "比较与选择/GatherMask.md ('Atlas 推理系列产品AI Core，支持模式1-6')",
         "pattern 1 and 2 together, or a user pattern of all ones"),
+    ("ascend310p", "Copy"): (
+        _P + "数据搬运/Copy（UBToUB掩码式高维数据搬运）.md ('Atlas 推理系列产品AI Core：不支持'); asc-devkit "
+        "impl/basic_api/dav_m200/kernel_operator_data_copy_impl.h: both level-0 overloads (mask bit and "
+        "mask count mode) are ASCENDC_REPORT_NOT_SUPPORT",
+        "a bit-masked level-0 Adds of 0 (int) or Muls by 1.0 (float) with the same strides, or "
+        "DataCopy UB->UB for whole blocks"),
     ("ascend310p", "ShiftLeft"): (
         _P + "逻辑计算/ShiftLeft.md ('Atlas 推理系列产品AI Core：不支持')",
         "multiply by a power of two"),

@@ -533,9 +533,11 @@ class VectorOps:
 
     def copy(self, dst, src, mask, repeat_time, repeat_params: CopyRepeatParams):
         """``Copy(dst, src, mask, repeatTime, CopyRepeatParams)``: a vector UB→UB copy (level-0
-        only), 16- or 32-bit types. With ``src_stride=0`` every block of a repeat reads the same
+        only), 16- or 32-bit types. Not on the 310P's AI core (Copy（UBToUB掩码式高维数据搬运）.md;
+        dav_m200/kernel_operator_data_copy_impl.h): a CapabilityError there. With ``src_stride=0`` every block of a repeat reads the same
         source block (a per-row broadcast after ``Brcb``)."""
         need_local(dst, src)
+        self._require("Copy")                  # the 310P's AI core has no vector Copy (capabilities)
         self._same_dtype("Copy", dst, src)
         if dst.dtype.itemsize not in (2, 4):
             raise AscendCRuleError(f"Copy moves 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")

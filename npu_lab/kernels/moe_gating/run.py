@@ -48,7 +48,8 @@ _BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v2c": 
 
 #: instructions a version issues whatever the shape (checked against the chip before a launch)
 ALWAYS_NEEDS = {"v1": ("DataCopyPad",), "v2": ("DataCopyPad",), "v2_bad_sync": ("DataCopyPad",),
-                "v3_fast_exp": ("Cast float32->int32", "ShiftLeft"),
+                "v3": ("Copy",),                  # the bit-masked Copy writing column k (310P: none)
+                "v3_fast_exp": ("Copy", "Cast float32->int32", "ShiftLeft"),
                 "v4": ("DataCopyPad", "Sort32", "MrgSort")}
 
 

@@ -35,8 +35,8 @@ constexpr float TWO_POW_23 = 8388608.0f;   // 2^23 + n is exact for n < 2^23; it
 constexpr int32_t TWO_POW_23_BITS = 0x4B000000;  // <= 255 repeats; a multiple of 4 keeps Compare's mask 32-B aligned
 // A2 (__CCE_AICORE__ == 220) compares int32 with EQ; the 310P (200) has no int32 Compare.
 constexpr bool INT32_COMPARE_EQ = (__CCE_AICORE__ == 220);
-// the fitted polynomial 2^f ~ ((c0 f + c1) f + c2) f + c3 on [0, 1) (vectorized.py FAST_EXP_COEFFS)
-constexpr float C0 = 0.0790204005f, C1 = 0.224128323f, C2 = 0.696836303f, C3 = 0.999812444f;
+// the fitted polynomial 2^f ~ ((c0 f + c1) f + c2) f + c3 on [0, 1), p(0) = 1 and p(1) = 2 (vectorized.py FAST_EXP_COEFFS)
+constexpr float C0 = 0.0791252181f, C1 = 0.224946305f, C2 = 0.695928454f, C3 = 1.0f;
 constexpr float LOG2E = 1.44269504f;
 
 struct MoeGatingTiling {
@@ -313,7 +313,14 @@ private:
             uint64_t lane[2] = {LaneBits(k % 8), 0};
             Copy(valuesPad[(k / 8) * 8], bcast, lane, rows8, CopyRepeatParams(Kp / 8, 1, Kp, 8));
             Brcb(argmaxBcast, rowArgmax, rows8, BrcbRepeatParams(m, 8 * m));
-            Copy(indicesPad[(k / 8) * 8], argmaxBcast, lane, rows8, CopyRepeatParams(Kp / 8, m, Kp, 8 * m));
+            if (8 * m <= 255) {
+                Copy(indicesPad[(k / 8) * 8], argmaxBcast, lane, rows8, CopyRepeatParams(Kp / 8, m, Kp, 8 * m));
+            } else {                                           // E > 1984: uint8 srcRepeatSize, per 8 rows
+                for (int32_t g = 0; g < rows8; ++g) {
+                    Copy(indicesPad[(k / 8) * 8 + g * 8 * Kp], argmaxBcast[g * 64 * m], lane, 1,
+                         CopyRepeatParams(Kp / 8, m, Kp, 0));
+                }
+            }
             if (k + 1 < K) {
                 if constexpr (FAST) {                          // v3_fast_exp is an A2 kernel
                     KnockOutInt32(rows, rows8);

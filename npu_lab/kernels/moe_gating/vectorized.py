@@ -82,12 +82,19 @@ NEG_INF = float("-inf")
 #: loop uses
 REPEAT_CHUNK = 252
 BLOCK_BYTES = 32
+#: CopyRepeatParams' repeat sizes are uint8_t (Copy（UBToUB掩码式高维数据搬运）.md)
+MAX_COPY_REPEAT_STRIDE = 255
 
 
-def _fast_exp2_coefficients(degree: int = 3) -> np.ndarray:
-    """Least-squares polynomial for 2**f on f in [0, 1), highest power first (Horner order)."""
+def _fast_exp2_coefficients() -> np.ndarray:
+    """Cubic for 2**f on f in [0, 1), highest power first (Horner order), least squares under
+    p(0) = 1 and p(1) = 2: p(f) = 1 + f + f·(f − 1)·(a·f + b). The two end conditions make
+    2**n·p(f) continuous where n steps (t an integer) and exact at x = 0 (c3 = 1.0), so exp stays
+    non-increasing as x falls: the top expert never gets the smaller weight (issue 22: the free
+    fit had p(0) = 0.99981, and x = −1e-7 came out above x = 0)."""
     f = np.linspace(0.0, 1.0, 2049)
-    return np.polyfit(f, np.exp2(f), degree)
+    a, b = np.linalg.lstsq(np.stack([f * (f - 1) * f, f * (f - 1)], 1), np.exp2(f) - 1 - f, rcond=None)[0]
+    return np.array([a, b - a, 1.0 - b, 1.0])
 
 
 FAST_EXP_COEFFS = _fast_exp2_coefficients()
@@ -394,8 +401,13 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
             ctx.copy(values_pad[(k // 8) * 8], bcast, lane_bits(k % 8), rows8,
                      CopyRepeatParams(Kp // 8, 1, Kp, 8))
             ctx.brcb(argmax_bcast, row_argmax, rows8, BrcbRepeatParams(m, 8 * m))
-            ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
-                     CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
+            if 8 * m <= MAX_COPY_REPEAT_STRIDE:
+                ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
+                         CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
+            else:          # E > 1984: 8 rows' argmax blocks lie 8·m > 255 blocks apart, past the
+                for g in range(rows8):      # uint8 srcRepeatSize: one Copy per 8 rows
+                    ctx.copy(indices_pad[(k // 8) * 8 + g * 8 * Kp], argmax_bcast[g * 64 * m],
+                             lane_bits(k % 8), 1, CopyRepeatParams(Kp // 8, m, Kp, 0))
             if k + 1 == K:
                 break
             if int32_compare:
