@@ -18,12 +18,14 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pytest
 
-from npu_lab import GlobalTensor, SimulationError, UbOverflowError, launch
+from npu_lab import GlobalTensor, SimulationError, UbOverflowError, get_preset, launch
 from npu_lab.lang import (SELMODE, AscendCRuleError, BinaryRepeatParams, BrcbRepeatParams, CapabilityError,
                           DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, GatherMaskParams, MrgSort4Info,
                           MrgSortSrcList, QueueError, RaceError, RoundMode, TBuf, TPosition, TQue, UnaryRepeatParams)
 
 B910, P310 = "ascend-910b2", "ascend-310p3"
+#: the 910B2 compiled with --cce-disable-asc-reserved-ubuf (the 8 KB reserve is ordinary UB)
+B910_NO_RESERVE = get_preset(B910).replace(disable_asc_reserved_ubuf=True, provenance_note="compile option")
 BASE = "docs/zh/api/SIMD-API/基础API/"
 MIRROR = Path("/work/.mirror/mirror-cann+asc-devkit/repo")
 
@@ -166,9 +168,7 @@ def k_vector_operand_unaligned(ctx):
 def k_select_without_scratch(ctx):
     a = ub(ctx, count=64)
     mask = ub(ctx, count=8, name="mask", dtype=np.uint8)
-    filler = TBuf(TPosition.VECCALC)
-    ctx.pipe.init_buffer(filler, ctx.ub.free_bytes - 4096, name="filler")   # leaves 4 KB free
-    ctx.select(a, mask, a, a, SELMODE.VSEL_TENSOR_TENSOR_MODE, 64)
+    ctx.select(a, mask, a, a, SELMODE.VSEL_TENSOR_TENSOR_MODE, 64)    # on a chip compiled without the reserve
 
 
 def k_repeat_stride_over_uint8(ctx):
@@ -312,9 +312,10 @@ CATALOGUE = [
     Illegal("vector-operand-unaligned", "vector operands start on a 32-byte UB block",
             "M/基础算术/Add.md", k_vector_operand_unaligned, B910, AscendCRuleError,
             r"UB operand 'buf' starts 12 B into its buffer, not on a 32-byte boundary.*multiple of 8 float32"),
-    Illegal("select-without-8kb-scratch", "Select modes 1 and 2 need 8 KB of UB left free",
-            "M/比较与选择/Select.md", k_select_without_scratch, B910, AscendCRuleError,
-            r"uses 8192 B of UB as the library's scratch.*leave only 4096 B free.*Allocate 4096 B less"),
+    Illegal("select-without-8kb-reserve", "Select modes 1 and 2 use Ascend C's 8 KB reserved UB: a compile "
+            "error under --cce-disable-asc-reserved-ubuf", "M/比较与选择/Select.md", k_select_without_scratch,
+            B910_NO_RESERVE, AscendCRuleError,
+            r"uses Ascend C's reserved UB \(8192 B.*--cce-disable-asc-reserved-ubuf.*compile error.*Compile without"),
     Illegal("repeat-stride-over-uint8", "BinaryRepeatParams' repeat strides are uint8_t: at most 255 blocks",
             "辅助数据结构/BinaryRepeatParams.md", k_repeat_stride_over_uint8, B910, AscendCRuleError,
             r"Add dst repeat stride \(uint8 in the repeat params\) must be a whole number 0\.\.255, got 256"),
