@@ -86,3 +86,39 @@ def check_supported(isa: str, instruction: str, *, dtype: str | None = None, mod
                     f"{ISAS.get(isa, isa)} ({allowed[1]}); got {mode} — the hardware would silently "
                     f"compute {allowed[0][0]}")
     return None
+
+
+# ---- Cast: the per-chip tables of 类型转换/Cast.md ("支持的数据类型组合情况") ---------------------
+_CAST_PAGE = _P + "类型转换/Cast.md"
+_R5 = ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")
+_NONE = ("CAST_NONE",)
+#: the mode of int32 -> half: roundMode has no effect, the value is scaled by SetDeqScale first
+DEQ = ("DEQ",)
+#: isa -> (src dtype, dst dtype) -> allowed RoundModes (numpy names; bfloat16 / int4 pairs omitted:
+#: numpy has no such dtype). "Atlas A2 训练系列产品/Atlas A2 推理系列产品" and "Atlas 推理系列产品AI Core".
+CAST_MODES = {
+    "ascend910b": {
+        ("int8", "float16"): _NONE, ("uint8", "float16"): _NONE,
+        ("int16", "float16"): _R5 + _NONE, ("int16", "float32"): _NONE,
+        ("float16", "int8"): _R5 + _NONE, ("float16", "uint8"): _R5 + _NONE,
+        ("float16", "int16"): _R5, ("float16", "int32"): _R5, ("float16", "float32"): _NONE,
+        ("int32", "int16"): _NONE, ("int32", "float16"): DEQ, ("int32", "float32"): _R5 + _NONE,
+        ("int32", "int64"): _NONE,
+        ("float32", "int16"): _R5, ("float32", "float16"): _R5 + ("CAST_ODD",) + _NONE,
+        ("float32", "int32"): _R5, ("float32", "float32"): _R5, ("float32", "int64"): _R5,
+        ("int64", "int32"): _NONE, ("int64", "float32"): _R5,
+    },
+    "ascend310p": {
+        ("int8", "float16"): _NONE, ("uint8", "float16"): _NONE, ("int16", "float16"): _NONE,
+        ("float16", "int8"): _R5[1:] + _NONE, ("float16", "uint8"): _R5[1:] + _NONE,
+        ("float16", "int16"): ("CAST_RINT",), ("float16", "int32"): _R5, ("float16", "float32"): _NONE,
+        ("int32", "int16"): _NONE, ("int32", "float16"): DEQ, ("int32", "float32"): _NONE,
+        ("float32", "float16"): ("CAST_ODD",) + _NONE, ("float32", "int64"): _R5,
+    },
+}
+
+
+def cast_modes(isa: str, src: str, dst: str):
+    """The RoundModes Cast.md allows for ``src`` -> ``dst`` on ``isa`` (a tuple; :data:`DEQ` for
+    int32 -> half), or None when the chip's table has no such conversion."""
+    return CAST_MODES.get(isa, {}).get((src, dst))

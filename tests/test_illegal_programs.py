@@ -348,7 +348,7 @@ CATALOGUE = [
             r"no slices\. Use x_gm\[offset\].*pass the element count"),
     Illegal("cast-f32-i32-no-round-mode", "Cast float->int32 takes CAST_RINT/FLOOR/CEIL/ROUND/TRUNC",
             "M/类型转换/Cast.md", k_cast_without_round_mode, B910, AscendCRuleError,
-            r"cast float32 -> int32 must say how to round \(CAST_RINT"),
+            r"Cast float32 -> int32 on ascend-910b2 allows CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC.*got CAST_NONE"),
     Illegal("brcb-dst-blk-stride-0", "Brcb dstBlkStride 0 is undefined",
             "M/数据填充/Brcb.md", k_brcb_block_stride_0, B910, AscendCRuleError,
             r"dst_blk_stride=0 is undefined behaviour.*use 1"),

@@ -101,9 +101,44 @@ class RoundMode:
     CAST_ODD = "CAST_ODD"
 
 
+_MODES = (RoundMode.CAST_NONE, RoundMode.CAST_RINT, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL,
+          RoundMode.CAST_ROUND, RoundMode.CAST_TRUNC, RoundMode.CAST_ODD)
+
 _ROUND = {RoundMode.CAST_RINT: np.rint, RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
           RoundMode.CAST_ROUND: lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
           RoundMode.CAST_TRUNC: np.trunc}
+
+
+
+def round_float(x: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """``x`` (any float or int array whose values float64 holds exactly) rounded to the float
+    ``dtype`` by a Cast RoundMode, exactly: the nearest-even result of numpy's cast, moved to its
+    other neighbour (``nextafter``) where the mode says so. NaN stays NaN; past the largest finite
+    value the directed modes stop there or go to inf as IEEE does."""
+    v = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = v.astype(dtype)
+        if mode in (RoundMode.CAST_NONE, RoundMode.CAST_RINT):
+            return y
+        yb = y.astype(np.float64)
+        above, below = yb > v, yb < v                # the nearest-even result overshot / undershot
+        other = np.where(above, np.nextafter(y, dtype.type(-np.inf)), np.nextafter(y, dtype.type(np.inf)))
+        if mode == RoundMode.CAST_FLOOR:
+            move = above
+        elif mode == RoundMode.CAST_CEIL:
+            move = below
+        elif mode == RoundMode.CAST_TRUNC:
+            move = np.abs(yb) > np.abs(v)
+        elif mode == RoundMode.CAST_ROUND:           # ties away from zero
+            ob = other.astype(np.float64)
+            move = (above | below) & (np.abs(ob - v) == np.abs(yb - v)) & (np.abs(ob) > np.abs(yb))
+        elif mode == RoundMode.CAST_ODD:             # inexact: the neighbour whose last bit is 1
+            bits = y.view(np.uint16 if dtype.itemsize == 2 else np.uint32 if dtype.itemsize == 4 else np.uint64)
+            move = (above | below) & (bits & 1 == 0)
+        else:
+            raise AscendCRuleError(f"round_mode {mode!r} does not apply to a float result")
+    return np.where(move, other, y).astype(dtype)
+
 
 _BINARY = {"Add": (np.add, "simple"), "Sub": (np.subtract, "simple"), "Mul": (np.multiply, "simple"),
            "Div": (np.divide, "div"), "Max": (np.maximum, "simple"), "Min": (np.minimum, "simple")}
@@ -502,20 +537,71 @@ class VectorOps:
                        UnaryRepeatParams)
 
     def cast(self, dst, src, round_mode: str, count):
-        """``Cast(dst, src, RoundMode, count)``: convert to dst's dtype. float→int rounds by
-        ``round_mode`` (CAST_RINT to nearest even, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC);
-        widening conversions take CAST_NONE."""
+        """``Cast(dst, src, RoundMode, count)``: convert to dst's dtype, rounding by ``round_mode``.
+
+        The (src, dst) pair and the mode must be in the chip's table of 类型转换/Cast.md
+        (:data:`~npu_lab.capabilities.CAST_MODES`; e.g. float32 -> float16 allows every mode on
+        the 910B, only CAST_ODD / CAST_NONE on the 310P). Semantics (Cast.md's RoundMode enum):
+        CAST_NONE rounds to nearest even where the conversion loses precision; CAST_RINT nearest
+        even, CAST_FLOOR toward −inf, CAST_CEIL toward +inf, CAST_ROUND nearest with ties away
+        from zero, CAST_TRUNC toward zero, CAST_ODD to the neighbour with an odd last mantissa
+        bit when inexact (von Neumann). To an integer type they round to an integer; float32 ->
+        float32 rounds to an integral float; to a narrower float (float32 -> float16, int32 ->
+        float32) they pick the float neighbour exactly (float64 arithmetic and ``nextafter``).
+        int32 -> half takes no mode: the value is multiplied by the half scale of
+        :meth:`set_deq_scale` first (Cast.md: "与SetDeqScale(half scale)接口配合使用"), a rule
+        error without one. Simplified: out-of-range float -> int follows numpy, not the
+        hardware's saturation (not published here)."""
+        from ..capabilities import DEQ, cast_modes
+
         need_local(dst, src)
-        if round_mode not in (*_ROUND, RoundMode.CAST_NONE, RoundMode.CAST_ODD):
+        if round_mode not in _MODES:
             raise AscendCRuleError(f"round_mode must be a RoundMode (CAST_NONE, CAST_RINT, CAST_FLOOR, "
                                    f"CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD), got {round_mode!r}")
-        to_int = dst.dtype.kind in "iu" and src.dtype.kind == "f"
-        if to_int and round_mode not in _ROUND:
-            raise AscendCRuleError(f"cast {src.dtype.name} -> {dst.dtype.name} must say how to round "
-                                   "(CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND or CAST_TRUNC)")
         self._require(f"Cast {src.dtype.name}->{dst.dtype.name}")
-        fn = _ROUND[round_mode] if to_int else (lambda x: x)
+        allowed = cast_modes(self.hw.isa, src.dtype.name, dst.dtype.name)
+        page = "docs/zh/api/SIMD-API/基础API/Memory矢量计算/类型转换/Cast.md"
+        if allowed is None:
+            from ..capabilities import CAST_MODES
+
+            pairs = ", ".join(f"{a}->{b}" for a, b in CAST_MODES.get(self.hw.isa, {}) if a == src.dtype.name)
+            self._rule(f"Cast {src.dtype.name} -> {dst.dtype.name} is not in {self.hw.name}'s table of "
+                       f"supported conversions ({page}); from {src.dtype.name} it has: {pairs or 'none'}. "
+                       "Convert in two steps through a listed type")
+        deq = None
+        if allowed is DEQ:
+            deq = getattr(self, "_deq_scale", None)
+            if deq is None:
+                self._rule(f"Cast int32 -> float16 scales by the DEQSCALE register: call "
+                           f"set_deq_scale(half_scale) first ({page}: 'int32_t到half数据类型的转换，设置舍入模式"
+                           "无效，需要与SetDeqScale接口配合使用'; 类型转换辅助配置接口/SetDeqScale.md)")
+        elif round_mode not in allowed:
+            self._rule(f"Cast {src.dtype.name} -> {dst.dtype.name} on {self.hw.name} allows "
+                       f"{', '.join(allowed)} ({page}, this chip's table); got {round_mode}. Pick one of those")
+        dst_dtype = dst.dtype
+        if deq is not None:
+            fn = lambda x: (x.astype(np.float64) * deq).astype(np.float16)
+        elif dst_dtype.kind in "iu":
+            fn = _ROUND[RoundMode.CAST_RINT if round_mode == RoundMode.CAST_NONE else round_mode]
+        elif src.dtype == dst_dtype:                 # float -> float: to an integral value
+            fn = lambda x: _ROUND[round_mode](x)
+        else:
+            fn = lambda x: round_float(x, dst_dtype, round_mode)
         self._tensor_form("Cast", "simple", fn, dst, (src,), count)
+
+    def set_deq_scale(self, scale) -> None:
+        """``SetDeqScale(half scale)``: the DEQSCALE register that Cast int32 -> half multiplies
+        by (类型转换辅助配置接口/SetDeqScale.md; bits 0..15 hold a half). A register write on the
+        scalar unit: charged as one scalar op (the model; the page gives no cost)."""
+        if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, np.floating)):
+            raise TypeError(f"set_deq_scale takes a half scale (a number), got {type(scale).__name__}")
+        half = np.float16(scale)
+        if not np.isfinite(half):
+            raise AscendCRuleError(f"SetDeqScale's scale is a half: {scale!r} is not a finite half "
+                                   "(|scale| <= 65504)")
+        self._require("SetDeqScale")
+        self.scalar("SetDeqScale", ops=1)
+        self._deq_scale = float(half)
 
     # ---- fill / copy ----------------------------------------------------------------------
     def duplicate(self, dst, scalar, *args):
