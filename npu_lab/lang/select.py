@@ -414,12 +414,22 @@ class SelectOps:
             lanes_per_repeat = per_repeat
             repeat = _whole("GatherMaskParams.repeat_times", params.repeat_times, 0, 255)
             block_stride, rep_stride = params.src0_block_stride, params.src0_repeat_stride
-        if reduce_mode:
+        if reduce_mode and self.hw.isa == "ascend310p":
+            # 配置方式二 (the 310P): `mask` elements in all, read contiguously
             n = repeat * lanes_per_repeat
             if n > src0.count:
                 self._rule(f"GatherMask reads {n} elements past '{src0.name}' ({src0.count})")
             offs = slice(0, n)
             read = (src0, src0.byte_offset, src0.byte_offset + n * src0.dtype.itemsize)
+        elif reduce_mode:
+            # 配置方式一 (the 910B): `mask` elements a repeat, placed by src0BlockStride within a
+            # repeat and src0RepeatStride between repeats, as in normal mode (GatherMask.md:
+            # "两种取值都支持：按需配置src0BlockStride、src0RepeatStride参数")
+            offs = footprint(src0, tuple(range(lanes_per_repeat)), repeat, params.src0_block_stride,
+                             params.src0_repeat_stride, "src0")
+            n = len(offs)
+            read = span_of(src0, offs)
+            offs = as_index(offs)
         else:
             offs = footprint(src0, _ALL_LANES[per_repeat], repeat, block_stride, rep_stride, "src0")
             n = len(offs)
@@ -427,7 +437,11 @@ class SelectOps:
             offs = as_index(offs)
         if user:
             words_per_repeat = -(-lanes_per_repeat // (8 * src1_pattern.dtype.itemsize))
-            step = params.src1_repeat_stride * 32 // src1_pattern.dtype.itemsize if not reduce_mode else words_per_repeat
+            # user patterns: repeat r reads from word r·src1RepeatStride blocks (both modes on the
+            # 910B, GatherMask.md: "迭代间间隔由src1RepeatStride决定，迭代内src1Pattern连续消耗");
+            # the 310P's single counter-mode pass consumes the pattern contiguously
+            step = words_per_repeat if reduce_mode and self.hw.isa == "ascend310p" \
+                else params.src1_repeat_stride * 32 // src1_pattern.dtype.itemsize
             need = (repeat - 1) * step + words_per_repeat if repeat else 0
             if need > src1_pattern.count:
                 self._rule(f"GatherMask pattern '{src1_pattern.name}' holds {src1_pattern.count} words; "
