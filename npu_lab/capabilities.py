@@ -122,3 +122,38 @@ def cast_modes(isa: str, src: str, dst: str):
     """The RoundModes Cast.md allows for ``src`` -> ``dst`` on ``isa`` (a tuple; :data:`DEQ` for
     int32 -> half), or None when the chip's table has no such conversion."""
     return CAST_MODES.get(isa, {}).get((src, dst))
+
+
+# ---- dtypes per instruction: the 数据类型 section of each page, A2 and 310P AI Core ----------------
+_ARITH = ("int16", "float16", "int32", "float32")
+_FLOAT = ("float16", "float32")
+_B16_B32 = ("int16", "uint16", "float16", "int32", "uint32", "float32")
+#: instruction -> (numpy dtype names, page under Memory矢量计算/); the same list on both chips
+#: unless DTYPES_BY_ISA says otherwise (bfloat16 has no numpy dtype; see lang.tensor.bfloat16)
+DTYPES = {
+    **{op: (_ARITH, "基础算术/" + op + ".md") for op in
+       ("Add", "Sub", "Mul", "Max", "Min", "Adds", "Muls", "Maxs", "Mins")},
+    "Div": (_FLOAT, "基础算术/Div.md"), "Exp": (_FLOAT, "基础算术/Exp.md"),
+    "Abs": (_FLOAT, "基础算术/Abs.md"), "Sqrt": (_FLOAT, "基础算术/Sqrt.md"),
+    "Ln": (_FLOAT, "基础算术/Ln.md"), "Reciprocal": (_FLOAT, "基础算术/Reciprocal.md"),
+    "Relu": (("float16", "int32", "float32"), "基础算术/Relu.md"),
+    "Duplicate": (_B16_B32, "数据填充/Duplicate.md"),
+    # the 310P page lists no types (assumed the A2 list)
+    "CreateVecIndex": (_ARITH, "数据填充/CreateVecIndex.md"),
+    "ShiftLeft": (("int16", "uint16", "int32", "uint32"), "逻辑计算/ShiftLeft.md"),
+    "Brcb": (_B16_B32, "数据填充/Brcb.md"),
+    "Transpose": (("uint16", "int16", "float16"), "数据排布转换/Transpose.md"),
+    "Gather": (_B16_B32, "离散与聚合/Gather.md"),
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def dtype_reason(isa: str, instruction: str, dtype: str):
+    """None if ``instruction`` takes ``dtype`` on ``isa`` (or the instruction has no list here),
+    else why (a sentence naming the page and the types it lists)."""
+    entry = DTYPES.get(instruction)
+    if entry is None or dtype in entry[0]:
+        return None
+    types, page = entry
+    return (f"{instruction} takes {', '.join(types)} on {ISAS.get(isa, isa)} ({_P}{page}, 数据类型); "
+            f"not {dtype}. Reinterpret or Cast to a listed type")

@@ -27,7 +27,7 @@ UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
 #: Exercise 03.1 (the lesson shows E=4096, K=2, v2 on the 910B2, where 5 points fit).
-LARGEST_TILE_S_CASE = dict(E=1536, K=8, version="v2", chip="ascend-310p3")
+LARGEST_TILE_S_CASE = dict(E=1472, K=8, version="v2", chip="ascend-310p3")
 #: Exercise 03.2 (the lesson's table is the 910B2's).
 HALVING_CASE = dict(version="v2", K=2, chip="ascend-310p3")
 #: Exercise 03.3 (the lesson's budget table is tileS=8, E=64, K=2).
@@ -78,7 +78,7 @@ def check_largest_tile_s(answer, E: int = LARGEST_TILE_S_CASE["E"], K: int = LAR
                          version: str = LARGEST_TILE_S_CASE["version"],
                          chip: str = LARGEST_TILE_S_CASE["chip"]) -> CheckResult:
     """What is the largest tileS (any whole number, tileB = 1) whose ``version`` buffers fit the
-    UB of ``chip`` for E experts, K (default: E = 1536, K = 8, v2 on the 310P3)? Answer: a whole
+    UB of ``chip`` for E experts, K (default: E = 1472, K = 8, v2 on the 310P3)? Answer: a whole
     number."""
     if answer is None:
         return _missing("a whole number of points")

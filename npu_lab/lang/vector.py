@@ -140,6 +140,9 @@ def round_float(x: np.ndarray, dtype, mode: str) -> np.ndarray:
     return np.where(move, other, y).astype(dtype)
 
 
+#: (isa, instruction, dtype) already found in the instruction's dtype list
+_DTYPE_OK: set = set()
+
 _BINARY = {"Add": (np.add, "simple"), "Sub": (np.subtract, "simple"), "Mul": (np.multiply, "simple"),
            "Div": (np.divide, "div"), "Max": (np.maximum, "simple"), "Min": (np.minimum, "simple")}
 _FLOAT_ONLY = {"Div", "Exp"}
@@ -248,9 +251,12 @@ def as_index(off: np.ndarray):
     return off
 
 
-def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
-    """Element offsets of operand ``t`` (checked to lie inside it)."""
-    blk_stride = _whole(f"{what} block stride", blk_stride, 0, 255)
+def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str,
+              blk_max: int = 255) -> np.ndarray:
+    """Element offsets of operand ``t`` (checked to lie inside it). ``blk_max``: the block
+    stride field's range (uint8 in BinaryRepeatParams, uint16 in UnaryRepeatParams and
+    BrcbRepeatParams: asc-devkit include/basic_api/kernel_struct_unary.h, kernel_struct_brcb.h)."""
+    blk_stride = _whole(f"{what} block stride", blk_stride, 0, blk_max)
     rep_stride = _whole(f"{what} repeat stride", rep_stride, 0, 65535)
     lanes = lanes if isinstance(lanes, tuple) else tuple(int(x) for x in lanes)
     off, last = _footprint(lanes, t.dtype.itemsize, repeat, blk_stride, rep_stride)
@@ -360,6 +366,19 @@ class VectorOps:
                 "form with a count")
         return _whole("repeat_time", repeat_time, 0, MAX_REPEAT)
 
+    def _check_dtype(self, name, t) -> None:
+        """``t``'s dtype is in the instruction's list for this chip (its page's 数据类型 section,
+        :data:`~npu_lab.capabilities.DTYPES`)."""
+        key = (self.hw.isa, name, t.dtype)
+        if key in _DTYPE_OK:
+            return
+        from ..capabilities import dtype_reason
+
+        why = dtype_reason(self.hw.isa, name, t.dtype.name)
+        if why:
+            self._rule(f"{self.hw.name}: {why}; '{t.name}' is {t.dtype.name}")
+        _DTYPE_OK.add(key)
+
     def _check_float(self, name, *tensors):
         for t in tensors:
             if t.dtype.kind != "f":
@@ -377,12 +396,14 @@ class VectorOps:
             raise AscendCRuleError(f"{name}: operands must share one dtype (use cast first); got "
                                    f"{', '.join(f'{t.name}:{t.dtype.name}' for t in tensors)}")
 
-    def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides):
-        """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""
+    def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides, blk_max=255):
+        """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src; block
+        strides up to ``blk_max`` (the params struct's field width; fixed per instruction name,
+        so the plan cache needs no key for it)."""
         key = _plan_key(name, dst, srcs, mask, repeat_time, strides)
         plan = _PLANS.get(key) if key is not None else None
         if plan is None:
-            plan = self._level0_plan(name, dst, srcs, mask, repeat_time, strides)
+            plan = self._level0_plan(name, dst, srcs, mask, repeat_time, strides, blk_max)
             if key is not None:
                 if len(_PLANS) > 8192:
                     _PLANS.clear()
@@ -403,7 +424,7 @@ class VectorOps:
             result = np.asarray(result).astype(dst.dtype, copy=False)
         dst.data[dst_at] = result
 
-    def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides) -> tuple:
+    def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides, blk_max=255) -> tuple:
         """Check a level-0 instruction's arguments; returns (repeat, elements, per source its
         (byte lo, byte hi), dst byte lo, dst byte hi, per source its index, dst index) — a
         function of the arguments, the operands' dtypes, offsets and counts only (see _plan_key)."""
@@ -416,7 +437,7 @@ class VectorOps:
                 self._rule(f"{name} {role} repeat stride (uint8 in the repeat params) must be a whole number "
                            f"0..255, got {rep}: the field would keep only {rep % 256} (its low 8 bits). "
                            "Issue one instruction per row instead, or lay the rows out closer together")
-        offs = [footprint(t, lanes, repeat, b, r, role)
+        offs = [footprint(t, lanes, repeat, b, r, role, blk_max)
                 for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1"))]
         src_spans = tuple(span_of(t, o)[1:] for t, o in zip(srcs, offs[1:]))
         _, dst_lo, dst_hi = span_of(dst, offs[0])
@@ -448,6 +469,7 @@ class VectorOps:
         if name in _FLOAT_ONLY:
             self._check_float(name, dst, *srcs)
         self._same_dtype(name, dst, *srcs)
+        self._check_dtype(name, dst)
         if len(args) == 1:
             return self._tensor_form(name, kind, fn, dst, srcs, args[0])
         if len(args) == 3:
@@ -458,9 +480,10 @@ class VectorOps:
                 strides = [(params.dst_blk_stride, params.dst_rep_stride),
                            (params.src0_blk_stride, params.src0_rep_stride),
                            (params.src1_blk_stride, params.src1_rep_stride)]
-            else:
+            else:          # UnaryRepeatParams: uint16 block strides (kernel_struct_unary.h)
                 strides = [(params.dst_blk_stride, params.dst_rep_stride),
                            (params.src_blk_stride, params.src_rep_stride)]
+                return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides, 65535)
             return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides)
         raise TypeError(f"{name} takes (..., count) or (..., mask, repeat_time, "
                         f"{params_type.__name__}); got {len(args)} trailing argument(s)")
@@ -532,7 +555,15 @@ class VectorOps:
         if src.dtype.kind not in "iu":
             raise AscendCRuleError(f"shift_left works on integer tensors; '{src.name}' is {src.dtype.name}")
         self._require("ShiftLeft")
-        bits = _whole("shift_left scalar_value", scalar_value, 0, 8 * src.dtype.itemsize - 1)
+        self._check_dtype("ShiftLeft", src)
+        # ShiftLeft.md (A2): scalarValue in [0, 16] for 16-bit, [0, 32] for 32-bit types. A shift
+        # by the full width gives 0 here (assumed: the page allows it without saying the result;
+        # a logical shift that wide clears every bit)
+        bits = _whole(f"ShiftLeft scalarValue (0..{8 * src.dtype.itemsize} for {src.dtype.name}, "
+                      "逻辑计算/ShiftLeft.md)", scalar_value, 0, 8 * src.dtype.itemsize)
+        if bits == 8 * src.dtype.itemsize:
+            return self._dispatch("ShiftLeft", "simple", lambda x: np.zeros_like(x), dst, (src,), args,
+                                  UnaryRepeatParams)
         self._dispatch("ShiftLeft", "simple", lambda x: np.left_shift(x, bits), dst, (src,), args,
                        UnaryRepeatParams)
 
@@ -608,12 +639,17 @@ class VectorOps:
         """``Duplicate(dst, scalar, count)`` or ``Duplicate(dst, scalar, mask, repeatTime,
         dstBlockStride, dstRepeatStride)``: fill with a scalar."""
         need_local(dst)
+        self._check_dtype("Duplicate", dst)
+        if isinstance(scalar, bool) or not isinstance(scalar, (numbers.Real, np.number)):
+            raise TypeError(f"Duplicate takes a scalar number, got {type(scalar).__name__}")
         value = np.asarray(scalar).astype(dst.dtype)
         if len(args) == 1:
             return self._tensor_form("Duplicate", "simple", lambda: value, dst, (), args[0])
         if len(args) == 4:
             mask, repeat_time, blk, rep = args
-            return self._level0("Duplicate", "simple", lambda: value, dst, (), mask, repeat_time, [(blk, rep)])
+            # Duplicate's dstBlockStride is a uint16_t (Duplicate.md)
+            return self._level0("Duplicate", "simple", lambda: value, dst, (), mask, repeat_time, [(blk, rep)],
+                                65535)
         raise TypeError("duplicate takes (dst, scalar, count) or (dst, scalar, mask, repeat_time, "
                         f"dst_block_stride, dst_repeat_stride); got {len(args)} trailing argument(s)")
 
@@ -634,8 +670,10 @@ class VectorOps:
                      [(p.dst_stride, p.dst_repeat_size), (p.src_stride, p.src_repeat_size)])
 
     def create_vec_index(self, dst, first_value, count):
-        """``CreateVecIndex(dst, firstValue, count)``: dst[i] = first_value + i."""
+        """``CreateVecIndex(dst, firstValue, count)``: dst[i] = first_value + i (int16, half,
+        int32, float: 数据填充/CreateVecIndex.md)."""
         need_local(dst)
+        self._check_dtype("CreateVecIndex", dst)
         n = self._count(count, dst)
         self._tensor_form("CreateVecIndex", "simple",
                           lambda: np.arange(n, dtype=np.float64) + first_value, dst, (), n)
