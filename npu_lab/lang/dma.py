@@ -59,8 +59,9 @@ class DataCopyParams:
     dst_stride: int = 0
 
     def __post_init__(self):
-        _whole("DataCopyParams.block_count", self.block_count, 1, 4095)
-        _whole("DataCopyParams.block_len (32-byte blocks)", self.block_len, 1, 65535)
+        # [0, 4095] and [0, 65535] (DataCopy（GM与UB高维切分数据搬运）.md): 0 moves nothing
+        _whole("DataCopyParams.block_count", self.block_count, 0, 4095)
+        _whole("DataCopyParams.block_len (32-byte blocks)", self.block_len, 0, 65535)
         _whole("DataCopyParams.src_stride (32-byte blocks)", self.src_stride, 0, 65535)
         _whole("DataCopyParams.dst_stride (32-byte blocks)", self.dst_stride, 0, 65535)
 
@@ -172,6 +173,15 @@ class DmaOps:
             dst.data[:count] = src.data[:count]
 
     def _data_copy_blocks(self, pipe, gm, local, p: DataCopyParams) -> None:
+        if p.block_count == 0 or p.block_len == 0:
+            if self.hw.isa == "ascend310p":
+                # dav_m200/kernel_operator_data_copy_impl.h: ASCENDC_CHECK_VALUE_RANGE(blockCount, 1, ...)
+                self._rule(f"DataCopy with {p}: on the 310P blockCount and blockLen must be >= 1 (asc-devkit "
+                           "impl/basic_api/dav_m200/kernel_operator_data_copy_impl.h checks blockCount in "
+                           "[1, 4095], blockLen in [1, 65535]); skip the copy instead")
+            # the A2 allows 0 (DataCopy（GM与UB高维切分数据搬运）.md: blockCount∈[0, 4095]): nothing
+            # moves; the model issues nothing either (the page gives no cost for an empty copy)
+            return
         per_block = p.block_len * BLOCK_BYTES // local.dtype.itemsize     # elements
         gm_stride = p.src_stride if pipe == "MTE2" else p.dst_stride
         ub_stride = p.dst_stride if pipe == "MTE2" else p.src_stride

@@ -468,15 +468,20 @@ class SelectOps:
 
     def brcb(self, dst, src, repeat_time: int, params: BrcbRepeatParams):
         """``Brcb(dst, src, repeatTime, BrcbRepeatParams)``: for repeat i and j < 8, the 32-byte
-        block ``i*dstRepStride + j*dstBlkStride`` of dst is filled with src[8*i + j]."""
+        block ``i*dstRepStride + j*dstBlkStride`` of dst is filled with src[8*i + j]. Both
+        strides are uint16 (kernel_struct_brcb.h); src and dst may share a buffer but not bytes.
+        Model note: on the 310P a dstBlkStride other than 1 runs the header's scalar fallback (a
+        GetValue, an S_V flag and a one-block Duplicate per block: asc-devkit
+        impl/basic_api/dav_m200/kernel_operator_vec_brcb_impl.h, "only support for dstblockStride
+        = 1" on the vector path); its result is the same, its time is priced here as the vector
+        form (not modelled)."""
         need_local(dst, src)
         self._same_dtype("Brcb", dst, src)
         if dst.dtype.itemsize not in (2, 4):
             raise AscendCRuleError(f"Brcb broadcasts 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
         if not isinstance(params, BrcbRepeatParams):
             raise TypeError(f"brcb takes a BrcbRepeatParams, got {type(params).__name__}")
-        if dst.region is src.region:
-            self._rule("Brcb: src and dst must not be the same UB buffer")
+        self._check_dtype("Brcb", dst)
         repeat = self._check_repeat(repeat_time)
         if self.hw.isa == "ascend310p":
             self._need_scratch("Brcb on the 310P", "数据填充/Brcb.md")
@@ -490,7 +495,7 @@ class SelectOps:
             if type(blk) is int and type(rep) is int else None
         known = _BRCB_DST.get(key) if key is not None else None
         if known is None:
-            dst_off = footprint(dst, _ALL_LANES[8 * per_block], repeat, blk, rep, "dst")
+            dst_off = footprint(dst, _ALL_LANES[8 * per_block], repeat, blk, rep, "dst", 65535)   # uint16 fields
             known = (span_of(dst, dst_off), as_index(dst_off))
             if key is not None:
                 if len(_BRCB_DST) > 4096:
@@ -499,6 +504,15 @@ class SelectOps:
         (_, dst_lo, dst_hi), at = known
         self._count(max(8 * repeat, 1), src)
         lo = src.offset * src.dtype.itemsize
+        if dst.region is src.region and repeat:
+            # "不支持源操作数与目的操作数使用同一块内存地址" (Brcb.md): the same bytes, not the same
+            # TBuf — two non-overlapping parts of one buffer are fine (checked on the span from
+            # dst's first to last block: a source between strided blocks counts as overlapping)
+            s_lo, s_hi = lo, lo + 8 * repeat * src.dtype.itemsize
+            if s_lo < dst_hi and dst_lo < s_hi:
+                self._rule(f"Brcb: the source '{src.name}' (bytes {s_lo}..{s_hi} of its buffer) overlaps what "
+                           "it writes; Brcb.md: 不支持源操作数与目的操作数使用同一块内存地址. Put src and dst "
+                           "in different bytes (another buffer, or another part of this one)")
         self._vec("Brcb", "simple", repeat * 256, [(src, lo, lo + 8 * repeat * src.dtype.itemsize)],
                   [(dst, dst_lo, dst_hi)], 8 * repeat, repeats=repeat)
         if not self.timing_only and repeat:
