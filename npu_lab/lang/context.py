@@ -23,6 +23,7 @@ from ..capabilities import check_supported
 from ..hardware import HardwareSpec
 from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, issuing_source
 from ..sim.costs import scalar_cycles
+from .debug import DebugOps
 from .dma import DmaOps
 from .errors import AscendCRuleError, CapabilityError, RaceError
 from .loop import LoopOps
@@ -96,7 +97,7 @@ def _event(event, event_id) -> tuple[str, str, int]:
     return src, dst, int(event_id)
 
 
-class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
+class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, DebugOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",

@@ -387,6 +387,7 @@ class SelectOps:
             raise AscendCRuleError(f"GatherMask gathers 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
         if not isinstance(params, GatherMaskParams):
             raise TypeError(f"gather_mask takes a GatherMaskParams, got {type(params).__name__}")
+        self._mask_mode = "norm"       # GatherMask.md: the call leaves the mask mode Normal (Counter callers set it again)
         per_repeat = 256 // src0.dtype.itemsize
         user = isinstance(src1_pattern, LocalTensor)
         if user:

@@ -34,6 +34,17 @@ from .errors import AscendCRuleError
 from .tensor import LocalTensor
 
 MAX_REPEAT = 255
+
+
+class _MaskPlaceholder:
+    """``MASK_PLACEHOLDER``: the mask argument of a level-0 call whose mask comes from the mask
+    register (the isSetMask = false form, set by set_vector_mask / set_mask_count)."""
+
+    def __repr__(self) -> str:
+        return "MASK_PLACEHOLDER"
+
+
+MASK_PLACEHOLDER = _MaskPlaceholder()
 BLOCKS_PER_REPEAT = 8
 BLOCK_BYTES = 32
 
@@ -400,6 +411,13 @@ class VectorOps:
         """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src; block
         strides up to ``blk_max`` (the params struct's field width; fixed per instruction name,
         so the plan cache needs no key for it)."""
+        if mask is MASK_PLACEHOLDER:
+            return self._level0_set_mask(name, kind, fn, dst, srcs, repeat_time, strides, blk_max)
+        if self._mask_mode != "norm":
+            self._rule(f"{name} with an explicit mask while the mask mode is Counter (set_mask_count): the "
+                       "instruction would read its mask as an element count. Pass MASK_PLACEHOLDER (the "
+                       "isSetMask=false form) or call set_mask_norm() first (掩码操作/SetMaskCount.md: 使用完之后"
+                       "调用SetMaskNorm将Mask模式恢复为Normal模式)")
         key = _plan_key(name, dst, srcs, mask, repeat_time, strides)
         plan = _PLANS.get(key) if key is not None else None
         if plan is None:
@@ -423,6 +441,69 @@ class VectorOps:
         if result.__class__ is not np.ndarray or result.dtype != dst.dtype:
             result = np.asarray(result).astype(dst.dtype, copy=False)
         dst.data[dst_at] = result
+
+    # ---- mask registers: SetMaskCount / SetMaskNorm / SetVectorMask (Memory矢量计算/掩码操作/) ------
+    _mask_mode = "norm"            # the default (SetMaskNorm.md: 该模式为系统默认模式)
+    _vector_mask = None            # what SetVectorMask last set: an int (len) or (mask_high, mask_low)
+
+    def set_mask_count(self) -> None:
+        """``SetMaskCount()``: Counter mode — a level-0 call given ``MASK_PLACEHOLDER`` processes
+        the ``len`` elements of :meth:`set_vector_mask` in all, its repeat count inferred by the
+        vector unit (repeatTime ignored), the last repeat partial (掩码操作/SetMaskCount.md)."""
+        self._mask_mode = "count"
+        self.scalar("SetMaskCount", ops=1)
+
+    def set_mask_norm(self) -> None:
+        """``SetMaskNorm()``: back to Normal mode (the default; 掩码操作/SetMaskNorm.md)."""
+        self._mask_mode = "norm"
+        self.scalar("SetMaskNorm", ops=1)
+
+    def set_vector_mask(self, *args) -> None:
+        """``SetVectorMask(len)`` or ``SetVectorMask(maskHigh, maskLow)`` (掩码操作/SetVectorMask.md):
+        Normal mode: the mask every ``MASK_PLACEHOLDER`` level-0 call uses (len = the first len
+        lanes, or the two uint64 bit words); Counter mode: ``len`` = elements in all. Charged as
+        one scalar op (a register write; the page gives no cost)."""
+        if len(args) == 1:
+            value = _whole("SetVectorMask len", args[0], 0, 2**31 - 1)
+        elif len(args) == 2:
+            value = tuple(_whole("SetVectorMask mask word", a, 0, 2**64 - 1) for a in args)
+        else:
+            raise TypeError("set_vector_mask takes (len) or (mask_high, mask_low)")
+        self._vector_mask = value
+        self.scalar("SetVectorMask", ops=1)
+
+    def _level0_set_mask(self, name, kind, fn, dst, srcs, repeat_time, strides, blk_max):
+        """A level-0 call with MASK_PLACEHOLDER: the mask (and in Counter mode the count) come from
+        the registers set by set_vector_mask / set_mask_count."""
+        value = self._vector_mask
+        if value is None:
+            self._rule(f"{name} with MASK_PLACEHOLDER reads the mask register, but set_vector_mask was never "
+                       "called: call set_vector_mask(len) (or (mask_high, mask_low)) first (SetVectorMask.md)")
+        if self._mask_mode == "norm":
+            mask = value if isinstance(value, int) else [value[1], value[0]]
+            return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides, blk_max)
+        if not isinstance(value, int):
+            self._rule(f"{name} in Counter mode takes the element count from SetVectorMask(len); the mask "
+                       "register holds two bit words (SetVectorMask(maskHigh, maskLow)). Call set_vector_mask(len)")
+        total = value
+        per = 256 // dst.dtype.itemsize
+        repeat = -(-total // per)
+        lanes = tuple(range(per))
+        offs = []
+        for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1")):
+            b = _whole(f"{role} block stride", b, 0, blk_max)
+            r = _whole(f"{name} {role} repeat stride (uint8 in the repeat params)", r, 0, 255)
+            off = _footprint(lanes, t.dtype.itemsize, repeat, b, r)[0][:total]
+            if len(off) and int(off.max()) >= t.count:
+                self._rule(f"{name} in Counter mode over {total} elements: {role} '{t.name}' would be read or "
+                           f"written up to element {int(off.max())}, past its {t.count}")
+            offs.append(off)
+        reads = [span_of(t, o) for t, o in zip(srcs, offs[1:])]
+        self._vec(name, kind, repeat * 256, reads, [span_of(dst, offs[0])], total, repeats=repeat)
+        if self.timing_only or total == 0:
+            return
+        result = fn(*[t.data[o] for t, o in zip(srcs, offs[1:])])
+        dst.data[offs[0]] = np.asarray(result).astype(dst.dtype, copy=False)
 
     def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides, blk_max=255) -> tuple:
         """Check a level-0 instruction's arguments; returns (repeat, elements, per source its
@@ -548,6 +629,87 @@ class VectorOps:
     def exp(self, dst, src, *args):
         """``Exp``: dst = exp(src), exact (priced by ``vector_exp_cycles_per_repeat``)."""
         self._dispatch("Exp", "exp", np.exp, dst, (src,), args, UnaryRepeatParams)
+
+    # the unary instructions of 基础算术/ (tensor form or level-0 with UnaryRepeatParams). Costs,
+    # from docs/zh/api/附录/Vector指令理论性能汇总.md (element/cycle): Abs, Reciprocal, Relu 128 half
+    # / 64 float — one 256-byte repeat a cycle, the "simple" rate; Sqrt and Ln 32 (half, float),
+    # the same as Exp — priced with Exp's cost field (vector_exp_cycles_per_repeat)
+    def relu(self, dst, src, *args):
+        """``Relu``: dst = max(src, 0) (half, int32, float; 基础算术/Relu.md)."""
+        self._unary("Relu", "simple", lambda x: np.maximum(x, x.dtype.type(0)), dst, src, args)
+
+    def abs(self, dst, src, *args):
+        """``Abs``: dst = |src| (half, float; 基础算术/Abs.md)."""
+        self._unary("Abs", "simple", np.abs, dst, src, args)
+
+    def sqrt(self, dst, src, *args):
+        """``Sqrt``: dst = sqrt(src) (half, float; 基础算术/Sqrt.md; NaN below 0, as numpy)."""
+        self._unary("Sqrt", "exp", np.sqrt, dst, src, args)
+
+    def ln(self, dst, src, *args):
+        """``Ln``: dst = ln(src) (half, float; 基础算术/Ln.md; −inf at 0, NaN below, as numpy)."""
+        self._unary("Ln", "exp", np.log, dst, src, args)
+
+    def reciprocal(self, dst, src, *args):
+        """``Reciprocal``: dst = 1 / src (half, float; 基础算术/Reciprocal.md). Model note:
+        computed exactly (numpy); the page does not state the hardware's precision."""
+        self._unary("Reciprocal", "simple", lambda x: np.reciprocal(x), dst, src, args)
+
+    def _unary(self, name, kind, fn, dst, src, args):
+        self._same_dtype(name, dst, src)
+        self._dispatch(name, kind, fn, dst, (src,), args, UnaryRepeatParams)
+
+    def gather(self, dst, src, src_offset, src_base_addr: int, count: int):
+        """``Gather(dst, src, srcOffset, srcBaseAddr, count)`` (离散与聚合/Gather.md, tensor
+        form): dst[i] = src[(srcBaseAddr + srcOffset[i]) / sizeof(T)], offsets in **bytes**
+        (uint32). Offsets must be whole elements apart and inside ``src`` (on a device a stray
+        offset reads whatever lies there; here it raises). Cost: the published 5 elements a
+        cycle (Vector指令理论性能汇总.md, 表15) plus one issue."""
+        need_local(dst, src, src_offset)
+        self._same_dtype("Gather", dst, src)
+        self._check_dtype("Gather", dst)
+        if src_offset.dtype != np.uint32:
+            self._rule(f"Gather's srcOffset is a uint32 tensor of byte offsets (Gather.md); '{src_offset.name}' "
+                       f"is {src_offset.dtype.name}")
+        size = src.dtype.itemsize
+        base = _whole("Gather srcBaseAddr (bytes)", src_base_addr, 0, 2**32 - 1)
+        if base % size:
+            self._rule(f"Gather srcBaseAddr={base} B is not a multiple of sizeof({src.dtype.name}) = {size}; "
+                       "Gather.md: 取值应保证src元素类型位宽对齐，否则数据发生错位")
+        n = self._count(count, dst, src_offset)
+        cycles = math.ceil(self.hw.vector_issue_cycles + n / 5)
+        lo = dst.offset * size
+        self._exec("V", f"Gather x{n}", cycles,
+                   [(src, src.offset * size, (src.offset + src.count) * size),
+                    (src_offset, src_offset.offset * 4, (src_offset.offset + n) * 4)],
+                   [(dst, lo, lo + n * size)], nbytes=n * size, elements=n)
+        if self.timing_only:
+            return
+        byte = base + src_offset.data[:n].astype(np.int64)
+        if (byte % size).any() or (byte // size >= src.count).any():
+            bad = int(np.flatnonzero((byte % size != 0) | (byte // size >= src.count))[0])
+            self._rule(f"Gather: srcBaseAddr + srcOffset[{bad}] = {int(byte[bad])} B is not a whole "
+                       f"{src.dtype.name} inside '{src.name}' ({src.count} elements); on the device it reads "
+                       "misaligned or out-of-buffer data")
+        dst.data[:n] = src.data[byte // size]
+
+    def transpose(self, dst, src):
+        """``Transpose(dst, src)`` — the plain form (数据排布转换/Transpose.md): one 16x16 block of
+        two-byte elements (uint16, int16, half), dst = src.T. dst and src must not be the same
+        bytes (the model copies; on the device an in-place transpose overwrites its input).
+        Cost: 512 bytes at the published 256 bytes a cycle (Vector指令理论性能汇总.md): two
+        repeats at the simple rate."""
+        need_local(dst, src)
+        self._same_dtype("Transpose", dst, src)
+        self._check_dtype("Transpose", dst)
+        self._count(256, dst, src)
+        if dst.region is src.region and abs(dst.offset - src.offset) < 256:
+            self._rule("Transpose: src and dst overlap; the 16x16 transpose reads every element of src after "
+                       "writing some of dst. Use two buffers")
+        lo_s, lo_d = src.offset * 2, dst.offset * 2
+        self._vec("Transpose", "simple", 512, [(src, lo_s, lo_s + 512)], [(dst, lo_d, lo_d + 512)], 256)
+        if not self.timing_only:
+            dst.data[:256] = src.data[:256].reshape(16, 16).T.ravel()
 
     def shift_left(self, dst, src, scalar_value: int, *args):
         """``ShiftLeft``: dst = src << scalar_value on integers."""
