@@ -10,7 +10,8 @@ Sources: asc-devkit docs/zh/api/Utils-API/调测接口/printf.md, docs/zh/api/SI
   :class:`KernelAssertionError`).
 * ``ctx.dump_tensor(tensor, desc, dump_size)`` — ``DumpTensor``: the first ``dump_size`` elements
   of a UB or GM tensor, headed like the page's sample ("DumpTensor: desc=5, addr=0,
-  data_type=float16, position=UB, dump_size=32").
+  data_type=float16, position=UB, dump_size=32"); it waits for every pipe first (PIPE_ALL), as
+  the implementation does.
 
 They print (and record in ``ctx.debug_log``) only in a **full run**, each line prefixed with the
 block index ("[Block 3] ..."), since a timing-only run has no data to print or test. The time is
@@ -123,6 +124,9 @@ class DebugOps:
         size = tensor.count if local else tensor.size
         if dump_size > size:
             raise ValueError(f"DumpTensor of {dump_size} elements, but '{tensor.name}' has {size} from its address")
+        # the dump first waits for every pipe: asc-devkit impl/utils/debug/asc_aicore_dump_impl.h
+        # calls sync_all() = pipe_barrier(PIPE_ALL) (npu_arch_2201/asc_debug_utils_impl.h)
+        self.core.pipe_barrier("ALL")
         if local:
             lo = tensor.byte_offset
             self.scalar("DumpTensor", ops=PRINT_OPS, ub_reads=int(dump_size),

@@ -788,7 +788,8 @@ class VectorOps:
         scalar unit: charged as one scalar op (the model; the page gives no cost)."""
         if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, np.floating)):
             raise TypeError(f"set_deq_scale takes a half scale (a number), got {type(scale).__name__}")
-        half = np.float16(scale)
+        with np.errstate(over="ignore"):
+            half = np.float16(scale)
         if not np.isfinite(half):
             raise AscendCRuleError(f"SetDeqScale's scale is a half: {scale!r} is not a finite half "
                                    "(|scale| <= 65504)")
