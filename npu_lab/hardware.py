@@ -379,8 +379,8 @@ def _validate(spec: HardwareSpec) -> None:
     if spec.ub_usable_bytes < spec.block_bytes:
         raise HardwareSpecError(
             f"ub_reserved_bytes={spec.ub_reserved_bytes} + asc_reserved_ubuf_bytes={spec.asc_reserved_ubuf_bytes} "
-            f"leave {spec.ub_usable_bytes} B of the {spec.ub_bytes}-byte UB: less than one {spec.block_bytes}-byte "
-            "block. Lower the reserves (the 910B keeps 256 B + 8 KB)")
+            f"leave {spec.ub_usable_bytes} B of ub_bytes={spec.ub_bytes}: less than one {spec.block_bytes}-byte "
+            "block. Raise ub_bytes or lower the reserves (the 910B keeps 256 B + 8 KB)")
     if spec.vector_repeat_bytes % spec.block_bytes:
         raise HardwareSpecError(
             f"vector_repeat_bytes={spec.vector_repeat_bytes} must be a multiple of "

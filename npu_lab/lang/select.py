@@ -13,8 +13,12 @@ Compares.md, Select.md, GatherMask.md) and 数据填充/Brcb.md. The rules model
   256/sizeof(T) bits in every repeat).
 * ``GatherMask`` keeps the elements a pattern selects (built-in patterns 1–7, or a user uint32 /
   uint16 bit pattern), packed to the front of dst, and returns how many it kept (``rsvdCnt``;
-  C++ returns it through a reference). Pattern 7 does not exist on the 310P.
-* ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst.
+  C++ returns it through a reference). Pattern 7 does not exist on the 310P. Counter mode
+  (reduceMode = true): on the 910B ``mask`` elements a repeat, placed by src0BlockStride and
+  src0RepeatStride as in normal mode (配置方式一); on the 310P ``mask`` elements in all (配置方式二).
+  The call leaves the mask mode Normal.
+* ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst; src and dst
+  may be parts of one buffer, never the same bytes.
 
 * ``Select`` in modes 1 and 2 (and ``Brcb`` on the 310P) use 8 KB of UB as the library's own
   scratch ("使用时需要预留8KB的Unified Buffer空间"). That is Ascend C's reserved UB

@@ -141,7 +141,7 @@ class UbBudgetExplorer(_Explorer):
             self.figure.layout.shapes[0].x0 = self.figure.layout.shapes[0].x1 = ub_kb
             same = hw.ub_usable_bytes == ARTICLE_UB_BYTES
             self.figure.layout.annotations[0].x = ub_kb
-            self.figure.layout.annotations[0].text = (f"{hw.name} UB {ub_kb:.0f} KB"
+            self.figure.layout.annotations[0].text = (f"{hw.name} usable UB {ub_kb:.2f} KB"
                                                       + (" = the article's assumption" if same else ""))
             self.figure.layout.annotations[1].text = "" if same else "article: 256 KB"
             self.figure.layout.xaxis.range = self._x_range(tiling, version, hw)
