@@ -36,6 +36,12 @@ MISSING = {
     ("ascend310p", "GatherMask pattern 7"): (
         _P + "比较与选择/GatherMask.md ('Atlas 推理系列产品AI Core，支持模式1-6')",
         "pattern 1 and 2 together, or a user pattern of all ones"),
+    ("ascend310p", "Copy"): (
+        _P + "数据搬运/Copy（UBToUB掩码式高维数据搬运）.md ('Atlas 推理系列产品AI Core：不支持'); asc-devkit "
+        "impl/basic_api/dav_m200/kernel_operator_data_copy_impl.h: both level-0 overloads (mask bit and "
+        "mask count mode) are ASCENDC_REPORT_NOT_SUPPORT",
+        "a bit-masked level-0 Adds of 0 (int) or Muls by 1.0 (float) with the same strides, or "
+        "DataCopy UB->UB for whole blocks"),
     ("ascend310p", "ShiftLeft"): (
         _P + "逻辑计算/ShiftLeft.md ('Atlas 推理系列产品AI Core：不支持')",
         "multiply by a power of two"),
@@ -80,3 +86,74 @@ def check_supported(isa: str, instruction: str, *, dtype: str | None = None, mod
                     f"{ISAS.get(isa, isa)} ({allowed[1]}); got {mode} — the hardware would silently "
                     f"compute {allowed[0][0]}")
     return None
+
+
+# ---- Cast: the per-chip tables of 类型转换/Cast.md ("支持的数据类型组合情况") ---------------------
+_CAST_PAGE = _P + "类型转换/Cast.md"
+_R5 = ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")
+_NONE = ("CAST_NONE",)
+#: the mode of int32 -> half: roundMode has no effect, the value is scaled by SetDeqScale first
+DEQ = ("DEQ",)
+#: isa -> (src dtype, dst dtype) -> allowed RoundModes (numpy names; bfloat16 / int4 pairs omitted:
+#: numpy has no such dtype). "Atlas A2 训练系列产品/Atlas A2 推理系列产品" and "Atlas 推理系列产品AI Core".
+CAST_MODES = {
+    "ascend910b": {
+        ("int8", "float16"): _NONE, ("uint8", "float16"): _NONE,
+        ("int16", "float16"): _R5 + _NONE, ("int16", "float32"): _NONE,
+        ("float16", "int8"): _R5 + _NONE, ("float16", "uint8"): _R5 + _NONE,
+        ("float16", "int16"): _R5, ("float16", "int32"): _R5, ("float16", "float32"): _NONE,
+        ("int32", "int16"): _NONE, ("int32", "float16"): DEQ, ("int32", "float32"): _R5 + _NONE,
+        ("int32", "int64"): _NONE,
+        ("float32", "int16"): _R5, ("float32", "float16"): _R5 + ("CAST_ODD",) + _NONE,
+        ("float32", "int32"): _R5, ("float32", "float32"): _R5, ("float32", "int64"): _R5,
+        ("int64", "int32"): _NONE, ("int64", "float32"): _R5,
+    },
+    "ascend310p": {
+        ("int8", "float16"): _NONE, ("uint8", "float16"): _NONE, ("int16", "float16"): _NONE,
+        ("float16", "int8"): _R5[1:] + _NONE, ("float16", "uint8"): _R5[1:] + _NONE,
+        ("float16", "int16"): ("CAST_RINT",), ("float16", "int32"): _R5, ("float16", "float32"): _NONE,
+        ("int32", "int16"): _NONE, ("int32", "float16"): DEQ, ("int32", "float32"): _NONE,
+        ("float32", "float16"): ("CAST_ODD",) + _NONE, ("float32", "int64"): _R5,
+    },
+}
+
+
+def cast_modes(isa: str, src: str, dst: str):
+    """The RoundModes Cast.md allows for ``src`` -> ``dst`` on ``isa`` (a tuple; :data:`DEQ` for
+    int32 -> half), or None when the chip's table has no such conversion."""
+    return CAST_MODES.get(isa, {}).get((src, dst))
+
+
+# ---- dtypes per instruction: the 数据类型 section of each page, A2 and 310P AI Core ----------------
+_ARITH = ("int16", "float16", "int32", "float32")
+_FLOAT = ("float16", "float32")
+_B16_B32 = ("int16", "uint16", "float16", "int32", "uint32", "float32")
+#: instruction -> (numpy dtype names, page under Memory矢量计算/); the same list on both chips
+#: unless DTYPES_BY_ISA says otherwise (bfloat16 has no numpy dtype; see lang.tensor.bfloat16)
+DTYPES = {
+    **{op: (_ARITH, "基础算术/" + op + ".md") for op in
+       ("Add", "Sub", "Mul", "Max", "Min", "Adds", "Muls", "Maxs", "Mins")},
+    "Div": (_FLOAT, "基础算术/Div.md"), "Exp": (_FLOAT, "基础算术/Exp.md"),
+    "Abs": (_FLOAT, "基础算术/Abs.md"), "Sqrt": (_FLOAT, "基础算术/Sqrt.md"),
+    "Ln": (_FLOAT, "基础算术/Ln.md"), "Reciprocal": (_FLOAT, "基础算术/Reciprocal.md"),
+    "Relu": (("float16", "int32", "float32"), "基础算术/Relu.md"),
+    "Duplicate": (_B16_B32, "数据填充/Duplicate.md"),
+    # the 310P page lists no types (assumed the A2 list)
+    "CreateVecIndex": (_ARITH, "数据填充/CreateVecIndex.md"),
+    "ShiftLeft": (("int16", "uint16", "int32", "uint32"), "逻辑计算/ShiftLeft.md"),
+    "Brcb": (_B16_B32, "数据填充/Brcb.md"),
+    "Transpose": (("uint16", "int16", "float16"), "数据排布转换/Transpose.md"),
+    "Gather": (_B16_B32, "离散与聚合/Gather.md"),
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def dtype_reason(isa: str, instruction: str, dtype: str):
+    """None if ``instruction`` takes ``dtype`` on ``isa`` (or the instruction has no list here),
+    else why (a sentence naming the page and the types it lists)."""
+    entry = DTYPES.get(instruction)
+    if entry is None or dtype in entry[0]:
+        return None
+    types, page = entry
+    return (f"{instruction} takes {', '.join(types)} on {ISAS.get(isa, isa)} ({_P}{page}, 数据类型); "
+            f"not {dtype}. Reinterpret or Cast to a listed type")

@@ -331,7 +331,7 @@ def cmd_chips(args) -> int:
         counts = table["provenance"].value_counts()
         print("provenance: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
         return 0
-    print(f"{'chip':<14} {'vector cores':>12} {'clock GHz':>9} {'UB KB':>6} {'HBM GB/s':>9} "
+    print(f"{'chip':<14} {'vector cores':>12} {'clock GHz':>9} {'UB KB':>6} {'usable KB':>9} {'HBM GB/s':>9} "
           f"{'launch µs':>9}  description")
     for name in list_presets():
         try:
@@ -339,8 +339,9 @@ def cmd_chips(args) -> int:
         except (OSError, ValueError) as exc:   # e.g. the fitted preset's JSON is missing
             print(f"{name:<14} (unavailable: {exc})")
             continue
+        # usable: minus the framework's 256 B and Ascend C's 8 KB reserve (HardwareSpec.ub_usable_bytes)
         print(f"{name:<14} {hw.vector_cores:>12} {hw.clock_ghz:>9.2f} {hw.ub_bytes / 1024:>6.0f} "
-              f"{hw.hbm_bandwidth_gbps:>9.0f} {full_launch_overhead_us(hw):>9.1f}  {hw.description}")
+              f"{hw.ub_usable_bytes / 1024:>9.2f} {hw.hbm_bandwidth_gbps:>9.0f} {full_launch_overhead_us(hw):>9.1f}  {hw.description}")
     print(f"details and provenance: {PROG} chips --show NAME")
     return 0
 

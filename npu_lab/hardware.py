@@ -94,12 +94,17 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "vector_latency_cycles": ("cycles", "after a vector instruction's last repeat, until its result is in UB"),
     "sync_flag_cycles": ("cycles", "a flag (SetFlag/WaitFlag, EnQue/DeQue) from source completion to the waiter"),
     "pipe_barrier_cycles": ("cycles", "a PipeBarrier after the pipe drained, before the next instruction"),
+    # ---- the UB a kernel cannot allocate (issue 15 §4; see HardwareSpec.ub_usable_bytes) ----
+    "ub_reserved_bytes": ("bytes", "UB the framework and compiler always keep (256 B on the 910B)"),
+    "asc_reserved_ubuf_bytes": ("bytes", "UB Ascend C keeps as scratch for Select / Brcb / ... unless "
+                                "compiled with --cce-disable-asc-reserved-ubuf"),
 }
 
 _INT_FIELDS = {
     "vector_cores", "cube_cores", "ub_bytes", "l1_bytes", "l0a_bytes", "l0b_bytes", "l0c_bytes",
     "l2_bytes", "block_bytes", "vector_repeat_bytes", "max_repeat",
     "dma_outstanding_requests", "dma_burst_full_bytes", "dma_gm_align_bytes",
+    "ub_reserved_bytes", "asc_reserved_ubuf_bytes",
 }
 
 #: fractions in (0, 1]
@@ -166,6 +171,14 @@ class HardwareSpec:
     vector_latency_cycles: float
     sync_flag_cycles: float
     pipe_barrier_cycles: float
+    # ---- reserved UB (defaults: the 910B's, docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/
+    # NPU架构版本2201.md; older JSON descriptions without them load as a 910B) ----
+    ub_reserved_bytes: int = 256
+    asc_reserved_ubuf_bytes: int = 8 * 1024
+    #: the kernel is compiled with ``--cce-disable-asc-reserved-ubuf``: the 8 KB reserve becomes
+    #: ordinary UB, and the APIs that use it (Select modes 1/2 on the 910B, Brcb on the 310P) are
+    #: compile errors
+    disable_asc_reserved_ubuf: bool = False
     description: str = ""
     isa: str = "ascend910b"
     provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
@@ -196,6 +209,17 @@ class HardwareSpec:
         if core_type == "cube":
             return self.cube_cores
         raise ValueError(f"core_type must be 'vector' or 'cube', got {core_type!r}")
+
+    @property
+    def ub_usable_bytes(self) -> int:
+        """UB a kernel can allocate: ``ub_bytes − ub_reserved_bytes − asc_reserved_ubuf_bytes``
+        (the last only when ``disable_asc_reserved_ubuf`` is False). On the 910B that is
+        192 KB − 256 B − 8 KB = 188 160 B (NPU架构版本2201.md: "用户实际可使用的空间大小为
+        192KB - 256B - 8KB"); on the 310P 256 KB − 8 KB = 248 KB (asc-devkit
+        impl/basic_api/utils/kernel_utils_constants.h, __NPU_ARCH__ 2002: TMP_UB_OFFSET = 248 KB).
+        Every UB budget and the simulator's allocator use this, never ``ub_bytes``."""
+        asc = 0 if self.disable_asc_reserved_ubuf else self.asc_reserved_ubuf_bytes
+        return self.ub_bytes - self.ub_reserved_bytes - asc
 
     @property
     def vector_elements_per_repeat_fp32(self) -> int:
@@ -376,6 +400,14 @@ def _validate(spec: HardwareSpec) -> None:
         raise HardwareSpecError(
             f"ub_bytes={spec.ub_bytes} is smaller than one {spec.block_bytes}-byte block (block_bytes); "
             "a Unified Buffer must hold at least one DMA block (real chips have 192-256 KB)")
+    if not isinstance(spec.disable_asc_reserved_ubuf, bool):
+        raise HardwareSpecError(f"disable_asc_reserved_ubuf must be True or False (the compile option "
+                                f"--cce-disable-asc-reserved-ubuf), got {_short(spec.disable_asc_reserved_ubuf)}")
+    if spec.ub_usable_bytes < spec.block_bytes:
+        raise HardwareSpecError(
+            f"ub_reserved_bytes={spec.ub_reserved_bytes} + asc_reserved_ubuf_bytes={spec.asc_reserved_ubuf_bytes} "
+            f"leave {spec.ub_usable_bytes} B of ub_bytes={spec.ub_bytes}: less than one {spec.block_bytes}-byte "
+            "block. Raise ub_bytes or lower the reserves (the 910B keeps 256 B + 8 KB)")
     if spec.vector_repeat_bytes % spec.block_bytes:
         raise HardwareSpecError(
             f"vector_repeat_bytes={spec.vector_repeat_bytes} must be a multiple of "

@@ -247,6 +247,9 @@ def ascend_910b2() -> HardwareSpec:
         "cube_cores": ("vendor-config", "24 AIC"),
         "clock_ghz": ("vendor-config", "1.8 GHz (910B1 1.85, 910B4 1.5)"),
         "ub_bytes": ("vendor-config", "192 KB per AIV (the article assumes 256 KB)"),
+        "ub_reserved_bytes": ("vendor-guide", _ARCH_2201 + ": 预留256B (ASC_UB_SIZE = 192 * 1024 - 256)"),
+        "asc_reserved_ubuf_bytes": ("vendor-guide", _ARCH_2201 + ": 192KB - 256B - 8KB unless compiled with "
+                                    "--cce-disable-asc-reserved-ubuf (Select uses the 8 KB)"),
         "l1_bytes": ("vendor-doc", _ARCH_2201 + ": L1 Buffer 512KB"),
         "l0a_bytes": ("vendor-doc", _ARCH_2201 + ": L0A Buffer 64KB"),
         "l0b_bytes": ("vendor-doc", _ARCH_2201 + ": L0B Buffer 64KB"),
@@ -281,6 +284,10 @@ def ascend_310p3() -> HardwareSpec:
         "cube_cores": ("vendor-config", "8 AI cores (cube + vector)"),
         "clock_ghz": ("vendor-config", "1.06 GHz AI core (vector cores 1.0 GHz)"),
         "ub_bytes": ("vendor-config", "256 KB"),
+        "ub_reserved_bytes": ("assumed", "NPU架构版本2002.md states no framework reserve (the 256 B is a "
+                              "cube+vector fusion reserve of 2201); taken as 0"),
+        "asc_reserved_ubuf_bytes": ("vendor-config", "asc-devkit impl/basic_api/utils/kernel_utils_constants.h "
+                                    "(__NPU_ARCH__ 2002): TMP_UB_OFFSET = 248 KB of 256 KB (Brcb.md: 预留8KB)"),
         "l1_bytes": ("vendor-config", "1 MB"),
         "l0a_bytes": ("vendor-config", "64 KB"),
         "l0b_bytes": ("vendor-config", "64 KB"),
@@ -296,6 +303,7 @@ def ascend_310p3() -> HardwareSpec:
         name="ascend-310p3", vector_cores=8, cube_cores=8, clock_ghz=1.06,
         ub_bytes=256 * 1024, l1_bytes=1024 * 1024, l0a_bytes=64 * 1024, l0b_bytes=64 * 1024,
         l0c_bytes=256 * 1024, l2_bytes=16 * 1024 * 1024, hbm_bandwidth_gbps=204.8,
+        ub_reserved_bytes=0, asc_reserved_ubuf_bytes=8 * 1024,
         description="Ascend 310P3 (inference card, LPDDR4X)", isa="ascend310p",
         provenance=prov, **{**_costs(1.06), "dma_gm_misaligned_efficiency": 1.0}, **system)
 

@@ -27,7 +27,8 @@ GROUPS = [
      "carve the Unified Buffer: a `TQue` for data handed between two pipes (it syncs them), a `TBuf` for scratch "
      "(you sync it); `GetValue`/`SetValue` for scalar access (pipe S, slow).",
      ["TPipe::InitBuffer", "TQue", "AllocTensor", "EnQue", "DeQue", "FreeTensor", "TBuf", "TBuf::Get",
-      "ReinterpretCast", "GetValue", "SetValue"]),
+      "ReinterpretCast", "GetValue", "SetValue", "GlobalTensor::SetGlobalBuffer", "TPipe::Init", "TPipe::Destroy",
+      "TPipe::Reset", "GetUserWorkspace", "bfloat16_t"]),
     ("sync", "Sync",
      "whenever two pipes share a buffer that no queue orders: set a flag after the producer, wait for it before the "
      "consumer (`HardEvent` SRC_DST, ids 0-7); a barrier only when everything must drain.",
@@ -36,19 +37,20 @@ GROUPS = [
      "GM <-> UB by DMA (MTE2 in, MTE3 out): `DataCopy` for whole 32-byte blocks, `DataCopyPad` for anything else "
      "(byte lengths, padding); `Copy` moves data inside the UB on the vector pipe.",
      ["DataCopy", "DataCopyParams", "DataCopyPad", "DataCopyExtParams", "DataCopyPadExtParams", "Copy",
-      "CopyRepeatParams"]),
+      "CopyRepeatParams", "SetAtomicAdd", "SetAtomicNone", "DisableDmaAtomic"]),
     ("vector", "Vector arithmetic",
      "elementwise work on the vector unit, 256 bytes per repeat: the tensor form with a count, or the level-0 form "
      "with mask, repeat time and strides.",
-     ["Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "ShiftLeft", "Cast",
-      "BinaryRepeatParams", "UnaryRepeatParams"]),
+     ["Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Relu", "Abs", "Sqrt",
+      "Ln", "Reciprocal", "ShiftLeft", "Cast", "SetDeqScale", "Transpose", "BinaryRepeatParams", "UnaryRepeatParams",
+      "SetMaskCount", "SetMaskNorm", "SetVectorMask"]),
     ("fill-and-broadcast", "Fill and broadcast",
      "constants, index ramps, and one value per row broadcast over a block (`Brcb`).",
      ["Duplicate", "CreateVecIndex", "ArithProgression", "Brcb", "BrcbRepeatParams"]),
     ("compare-select", "Compare, select, gather",
      "branch-free decisions: `Compare` writes a bit mask, `Select` picks by it, `GatherMask` keeps the selected "
      "elements (e.g. splits Sort32's (score, index) pairs).",
-     ["Compare", "Compares", "Select", "GatherMask", "GatherMaskParams"]),
+     ["Compare", "Compares", "Select", "GatherMask", "GatherMaskParams", "Gather"]),
     ("reductions", "Reductions",
      "a max, min or sum per repeat (`WholeReduce*`, with the index for max/min) or over a whole tensor (`Reduce*`).",
      ["WholeReduceMax", "WholeReduceMin", "WholeReduceSum", "ReduceMax", "ReduceSum"]),
@@ -56,6 +58,10 @@ GROUPS = [
      "top-K the way CANN's operators do it: `Sort32` sorts 32 (score, index) pairs per repeat, `MrgSort` merges "
      "up to four sorted lists.",
      ["Sort32", "MrgSort", "MrgSortSrcList", "MrgSort4Info"]),
+    ("debugging", "Debugging on the device",
+     "print from the kernel (`printf`, with the block index), stop it on a broken invariant (`ascendc_assert`), "
+     "or dump a tensor (`DumpTensor`); they print in full runs only and cost time in both.",
+     ["printf", "ascendc_assert", "DumpTensor"]),
 ]
 
 HEADER = """\

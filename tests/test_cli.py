@@ -140,12 +140,12 @@ def test_chips_lists_presets_with_key_numbers(capsys):
     assert main(["chips"]) == 0
     out = capsys.readouterr().out
     header = out.splitlines()[0]
-    for column in ("vector cores", "clock GHz", "UB KB", "HBM GB/s", "launch µs"):
+    for column in ("vector cores", "clock GHz", "UB KB", "usable KB", "HBM GB/s", "launch µs"):
         assert column in header
     for name in list_presets():
         assert name in out
     row = next(line for line in out.splitlines() if line.startswith("ascend-910b2"))
-    assert row.split()[1:6] == ["48", "1.80", "192", "1600", "20.0"]
+    assert row.split()[1:7] == ["48", "1.80", "192", "183.75", "1600", "20.0"]     # 192 KB - 256 B - 8 KB usable
 
 
 def test_chips_show_prints_provenance(capsys):

@@ -50,7 +50,7 @@ CASES = {
                        lambda: 2048 / dma_occupancy_cycles(P310, 2048, P310.bytes_per_cycle(P310.core_dma_bandwidth_gbps),
                                                            2048) * P310.clock_ghz,
                        lambda t: [t, t * 1.025, t * 0.975, f"{t:.2f} GB/s"], lambda t: [t * 1.035, t * 0.965]),
-    "largest_tile_len": (ex01.check_largest_tile_len, lambda: P310.ub_bytes // 24 // 8 * 8,
+    "largest_tile_len": (ex01.check_largest_tile_len, lambda: P310.ub_usable_bytes // 24 // 8 * 8,
                          lambda t: [t], lambda t: [t - 8, t + 8, t - 1, t + 1]),
     "discrete_hbm_bytes": (ex02.check_discrete_hbm_bytes,
                            lambda: simulate_moe_gating(1, 2048, 128, 4, version="discrete").timeline.hbm_bytes,
@@ -60,7 +60,7 @@ CASES = {
     # 02.5: computed here from the rule (strides in 32-byte blocks of 8 float32), not from the picture
     "level0_last_element": (ex02.check_level0_last_element, lambda: (3 - 1) * 16 * 8 + (32 - 1),
                             lambda t: [t, f"{t}"], lambda t: [t - 1, t + 1, 63, 319, 159]),
-    "largest_tile_s": (ex03.check_largest_tile_s, lambda: moe_ub_capacity("v2", 1536, 8, P310.ub_bytes),
+    "largest_tile_s": (ex03.check_largest_tile_s, lambda: moe_ub_capacity("v2", 1472, 8, P310.ub_usable_bytes),
                        lambda t: [t], lambda t: [t - 1, t + 1]),
     "tile_s_halving_e": (ex03.check_tile_s_halving_e,
                          lambda: ex03.first_e_below_tile_s(8, "v2", 2, "ascend-310p3"),

@@ -80,7 +80,7 @@ def test_double_buffering_one_tile_wrong(answer):
 
 @pytest.mark.parametrize("chip", ["ascend-910b2", "ascend-310p3"])
 def test_largest_tile_len_right_and_consistent_with_the_kernel(chip):
-    largest = get_preset(chip).ub_bytes // (3 * 2 * 4) // 8 * 8
+    largest = get_preset(chip).ub_usable_bytes // (3 * 2 * 4) // 8 * 8
     assert check_largest_tile_len(largest, chip=chip).correct is True
     scaled_add(1 << 16, None, timing_only=True, hw=chip, tile_len=largest, num_buffers=2)     # fits
     with pytest.raises(ValueError, match=f"Largest tile_len: {largest}"):

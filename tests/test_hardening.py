@@ -59,7 +59,7 @@ def test_discrete_plan_refuses_what_the_topk_kernel_cannot_hold(E, K):
 @pytest.mark.parametrize("K", [1, 2, 50])
 def test_discrete_budget_boundary_is_exact(K):
     """The largest E the plan accepts runs; one more is refused by the plan, not by the kernel."""
-    largest = max(e for e in range(K, 20000) if sum(discrete.topk_ub_buffers(1, e, K).values()) <= HW.ub_bytes)
+    largest = max(e for e in range(K, 20000) if sum(discrete.topk_ub_buffers(1, e, K).values()) <= HW.ub_usable_bytes)
     simulate_moe_gating(1, 3, largest, K, version="discrete")
     with pytest.raises(UbBudgetError):
         simulate_moe_gating(1, 3, largest + 1, K, version="discrete")

@@ -192,7 +192,8 @@ def test_labels_say_where_a_number_really_comes_from():
 
 def test_every_field_doc_names_a_numeric_spec_field_with_a_unit():
     """FIELD_DOCS (the table's unit/meaning source) covers exactly the numeric fields."""
-    numeric = {f.name for f in dataclasses.fields(HardwareSpec)} - {"name", "description", "isa", "provenance"}
+    numeric = {f.name for f in dataclasses.fields(HardwareSpec)} - {"name", "description", "isa", "provenance",
+                                                                  "disable_asc_reserved_ubuf"}   # a compile option, not a number
     assert set(FIELD_DOCS) == numeric
     for unit, meaning in FIELD_DOCS.values():
         assert unit and meaning
@@ -376,3 +377,38 @@ def test_fields_are_all_finite_numbers(preset):
     for field in FIELD_DOCS:
         value = getattr(preset, field)
         assert math.isfinite(value) and value >= 0, field
+
+
+# ---- the reserved UB (issue 15 §4) --------------------------------------------------------
+def test_usable_ub_is_the_2201_page_figure_and_the_option_frees_the_8kb():
+    from npu_lab.presets import get_preset as preset
+
+    b = preset("ascend-910b2")
+    assert b.ub_usable_bytes == 192 * 1024 - 256 - 8 * 1024 == 188160
+    assert b.replace(disable_asc_reserved_ubuf=True).ub_usable_bytes == 192 * 1024 - 256
+    p = preset("ascend-310p3")
+    assert p.ub_usable_bytes == 248 * 1024          # TMP_UB_OFFSET of __NPU_ARCH__ 2002
+    assert "2201" in b.provenance["asc_reserved_ubuf_bytes"][1]
+    assert "kernel_utils_constants.h" in p.provenance["asc_reserved_ubuf_bytes"][1]
+
+
+def test_reserved_ub_fields_are_validated():
+    from npu_lab.hardware import HardwareSpecError
+    from npu_lab.presets import get_preset as preset
+
+    b = preset("ascend-910b2")
+    with pytest.raises(HardwareSpecError, match="leave"):
+        b.replace(asc_reserved_ubuf_bytes=b.ub_bytes)
+    with pytest.raises(HardwareSpecError, match="True or False"):
+        b.replace(disable_asc_reserved_ubuf=1)
+    with pytest.raises(HardwareSpecError, match=">= 0"):
+        b.replace(ub_reserved_bytes=-1)
+
+
+def test_the_allocator_hands_out_only_the_usable_ub():
+    from npu_lab.lang.context import KernelContext
+    from npu_lab.presets import get_preset as preset
+
+    for name in ("ascend-910b2", "ascend-310p3"):
+        hw = preset(name)
+        assert KernelContext(hw, 0, 1, timing_only=True).ub.capacity_bytes == hw.ub_usable_bytes

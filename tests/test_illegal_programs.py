@@ -18,12 +18,15 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pytest
 
-from npu_lab import GlobalTensor, SimulationError, UbOverflowError, launch
-from npu_lab.lang import (SELMODE, AscendCRuleError, BinaryRepeatParams, BrcbRepeatParams, CapabilityError,
+from npu_lab import GlobalTensor, SimulationError, UbOverflowError, get_preset, launch
+from npu_lab.lang import (MASK_PLACEHOLDER, SELMODE, AscendCRuleError, BinaryRepeatParams, BrcbRepeatParams,
+                          CapabilityError, CopyRepeatParams,
                           DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, GatherMaskParams, MrgSort4Info,
                           MrgSortSrcList, QueueError, RaceError, RoundMode, TBuf, TPosition, TQue, UnaryRepeatParams)
 
 B910, P310 = "ascend-910b2", "ascend-310p3"
+#: the 910B2 compiled with --cce-disable-asc-reserved-ubuf (the 8 KB reserve is ordinary UB)
+B910_NO_RESERVE = get_preset(B910).replace(disable_asc_reserved_ubuf=True, provenance_note="compile option")
 BASE = "docs/zh/api/SIMD-API/基础API/"
 MIRROR = Path("/work/.mirror/mirror-cann+asc-devkit/repo")
 
@@ -166,9 +169,7 @@ def k_vector_operand_unaligned(ctx):
 def k_select_without_scratch(ctx):
     a = ub(ctx, count=64)
     mask = ub(ctx, count=8, name="mask", dtype=np.uint8)
-    filler = TBuf(TPosition.VECCALC)
-    ctx.pipe.init_buffer(filler, ctx.ub.free_bytes - 4096, name="filler")   # leaves 4 KB free
-    ctx.select(a, mask, a, a, SELMODE.VSEL_TENSOR_TENSOR_MODE, 64)
+    ctx.select(a, mask, a, a, SELMODE.VSEL_TENSOR_TENSOR_MODE, 64)    # on a chip compiled without the reserve
 
 
 def k_repeat_stride_over_uint8(ctx):
@@ -248,6 +249,122 @@ def k_data_copy_converts(ctx):
     ctx.data_copy(ub(ctx), gm(dtype=np.float16), 64)
 
 
+# ---- issue 15 §4 / §6 (round 3) -----------------------------------------------------------------
+def k_copy_310p(ctx):
+    a, b = ub(ctx, count=64, name="a"), ub(ctx, count=64, name="b")
+    ctx.copy(b, a, 64, 1, CopyRepeatParams(1, 1, 8, 8))
+
+
+def k_cast_floor_f32_f16_310p(ctx):
+    ctx.cast(ub(ctx, np.float16, 64, "h"), ub(ctx, np.float32, 64, "f"), RoundMode.CAST_FLOOR, 64)
+
+
+def k_cast_pair_not_in_table(ctx):
+    ctx.cast(ub(ctx, np.int32, 32, "i"), ub(ctx, np.uint8, 32, "u"), RoundMode.CAST_NONE, 32)
+
+
+def k_cast_s32_f16_without_deq_scale(ctx):
+    ctx.cast(ub(ctx, np.float16, 64, "h"), ub(ctx, np.int32, 64, "i"), RoundMode.CAST_NONE, 64)
+
+
+def k_duplicate_uint8(ctx):
+    ctx.duplicate(ub(ctx, np.uint8, 64), 1, 64)
+
+
+def k_create_vec_index_uint32(ctx):
+    ctx.create_vec_index(ub(ctx, np.uint32, 64), 0, 64)
+
+
+def k_adds_uint32(ctx):
+    t = ub(ctx, np.uint32, 64)
+    ctx.adds(t, t, 1, 64)
+
+
+def k_sort32_src_not_128b_aligned(ctx):
+    pairs = ub(ctx, count=64, name="pairs")
+    scores = ub(ctx, count=64, name="scores")
+    ctx.sort32(pairs, scores[8], ub(ctx, np.uint32, 32, "idx"), 1)      # 32 B in: 32-B but not 128-B aligned
+
+
+def k_reduce_max_half_index_past_65535(ctx):
+    src = ub(ctx, np.float16, 70000, "src")
+    ctx.reduce_max(ub(ctx, np.float16, 16, "dst"), src, ub(ctx, np.float16, 2048, "tmp"), 70000, True)
+
+
+def k_shift_left_33(ctx):
+    t = ub(ctx, np.int32, 64)
+    ctx.shift_left(t, t, 33, 64)
+
+
+def k_brcb_overlapping(ctx):
+    t = ub(ctx, count=128)
+    ctx.brcb(t, t[8], 1, BrcbRepeatParams(1, 8))
+
+
+def k_zero_length_data_copy_310p(ctx):
+    ctx.data_copy(ub(ctx, count=64), gm(), DataCopyParams(0, 2, 0, 0))
+
+
+def k_gather_offset_past_src(ctx):
+    src = ub(ctx, count=64, name="src")
+    off = ub(ctx, np.uint32, 8, "off")
+    ctx.duplicate(off.reinterpret_cast(np.int32), 64 * 4, 8)            # element 64: one past the end
+    ctx.gather(ub(ctx, count=8, name="dst"), src, off, 0, 8)
+
+
+def k_gather_base_misaligned(ctx):
+    ctx.gather(ub(ctx, count=8, name="dst"), ub(ctx, count=64, name="src"), ub(ctx, np.uint32, 8, "off"), 2, 8)
+
+
+def k_transpose_float32(ctx):
+    ctx.transpose(ub(ctx, count=256, name="dst"), ub(ctx, count=256, name="src"))
+
+
+def k_relu_int16(ctx):
+    t = ub(ctx, np.int16, 128)
+    ctx.relu(t, t, 128)
+
+
+def k_counter_mode_explicit_mask(ctx):
+    t = ub(ctx, count=64)
+    ctx.set_mask_count()
+    ctx.set_vector_mask(64)
+    ctx.adds(t, t, 1.0, 64, 1, UnaryRepeatParams())
+
+
+def k_placeholder_without_vector_mask(ctx):
+    t = ub(ctx, count=64)
+    ctx.adds(t, t, 1.0, MASK_PLACEHOLDER, 1, UnaryRepeatParams())
+
+
+def k_atomic_add_type_mismatch(ctx):
+    t = ub(ctx, count=64)
+    ctx.set_atomic_add(np.float16)
+    ctx.data_copy(gm(), t, 64)
+
+
+def k_atomic_add_int32_310p(ctx):
+    ctx.set_atomic_add(np.int32)
+
+
+def k_tpipe_init_twice(ctx):
+    ctx.pipe.init()
+
+
+def k_init_buffer_after_destroy(ctx):
+    ctx.pipe.destroy()
+    ub(ctx, count=64)
+
+
+def k_set_global_buffer_past_data(ctx):
+    GlobalTensor.of(np.float32).set_global_buffer(gm(256), 257)
+
+
+def k_binary_block_stride_over_uint8(ctx):
+    a = ub(ctx, count=64 * 300)
+    ctx.add(a, a, a, 64, 1, BinaryRepeatParams(256, 1, 1, 8, 8, 8))
+
+
 CATALOGUE = [
     Illegal("datacopy-unaligned-count", "DataCopy count * sizeof(T) must be a multiple of 32 B (else rounded down)",
             "M/数据搬运/DataCopy（GM与UB连续数据搬运）.md", k_unaligned_count, B910, AscendCRuleError,
@@ -312,9 +429,10 @@ CATALOGUE = [
     Illegal("vector-operand-unaligned", "vector operands start on a 32-byte UB block",
             "M/基础算术/Add.md", k_vector_operand_unaligned, B910, AscendCRuleError,
             r"UB operand 'buf' starts 12 B into its buffer, not on a 32-byte boundary.*multiple of 8 float32"),
-    Illegal("select-without-8kb-scratch", "Select modes 1 and 2 need 8 KB of UB left free",
-            "M/比较与选择/Select.md", k_select_without_scratch, B910, AscendCRuleError,
-            r"uses 8192 B of UB as the library's scratch.*leave only 4096 B free.*Allocate 4096 B less"),
+    Illegal("select-without-8kb-reserve", "Select modes 1 and 2 use Ascend C's 8 KB reserved UB: a compile "
+            "error under --cce-disable-asc-reserved-ubuf", "M/比较与选择/Select.md", k_select_without_scratch,
+            B910_NO_RESERVE, AscendCRuleError,
+            r"uses Ascend C's reserved UB \(8192 B.*--cce-disable-asc-reserved-ubuf.*compile error.*Compile without"),
     Illegal("repeat-stride-over-uint8", "BinaryRepeatParams' repeat strides are uint8_t: at most 255 blocks",
             "辅助数据结构/BinaryRepeatParams.md", k_repeat_stride_over_uint8, B910, AscendCRuleError,
             r"Add dst repeat stride \(uint8 in the repeat params\) must be a whole number 0\.\.255, got 256"),
@@ -347,7 +465,7 @@ CATALOGUE = [
             r"no slices\. Use x_gm\[offset\].*pass the element count"),
     Illegal("cast-f32-i32-no-round-mode", "Cast float->int32 takes CAST_RINT/FLOOR/CEIL/ROUND/TRUNC",
             "M/类型转换/Cast.md", k_cast_without_round_mode, B910, AscendCRuleError,
-            r"cast float32 -> int32 must say how to round \(CAST_RINT"),
+            r"Cast float32 -> int32 on ascend-910b2 allows CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC.*got CAST_NONE"),
     Illegal("brcb-dst-blk-stride-0", "Brcb dstBlkStride 0 is undefined",
             "M/数据填充/Brcb.md", k_brcb_block_stride_0, B910, AscendCRuleError,
             r"dst_blk_stride=0 is undefined behaviour.*use 1"),
@@ -363,11 +481,78 @@ CATALOGUE = [
     Illegal("datacopy-converts", "DataCopy moves T to T; conversions are Cast on the vector unit",
             "M/数据搬运/DataCopy（GM与UB连续数据搬运）.md", k_data_copy_converts, B910, TypeError,
             r"does not convert: float16 -> float32.*ctx\.cast"),
+    # ---- round 3 (issue 15 §4 / §6) ----
+    Illegal("copy-on-310p", "level-0 Copy: 'Atlas 推理系列产品AI Core：不支持' (both overloads NOT_SUPPORT in dav_m200)",
+            "M/数据搬运/Copy（UBToUB掩码式高维数据搬运）.md", k_copy_310p, P310, CapabilityError,
+            r"Copy does not exist on .*310P.*instead: a bit-masked level-0 Adds of 0"),
+    Illegal("cast-floor-f32-f16-310p", "Cast float->half on the 310P: CAST_ODD / CAST_NONE only",
+            "M/类型转换/Cast.md", k_cast_floor_f32_f16_310p, P310, AscendCRuleError,
+            r"Cast float32 -> float16 on ascend-310p3 allows CAST_ODD, CAST_NONE.*got CAST_FLOOR"),
+    Illegal("cast-pair-not-in-table", "Cast converts only the pairs of the chip's table",
+            "M/类型转换/Cast.md", k_cast_pair_not_in_table, B910, AscendCRuleError,
+            r"Cast uint8 -> int32 is not in ascend-910b2's table.*from uint8 it has: uint8->float16.*two steps"),
+    Illegal("cast-s32-f16-without-deq-scale", "int32 -> half scales by DEQSCALE: SetDeqScale first",
+            "M/类型转换辅助配置接口/SetDeqScale.md", k_cast_s32_f16_without_deq_scale, B910, AscendCRuleError,
+            r"DEQSCALE register: call set_deq_scale\(half_scale\) first"),
+    Illegal("duplicate-uint8", "Duplicate's A2 types: int16 uint16 half bfloat16 int32 uint32 float",
+            "M/数据填充/Duplicate.md", k_duplicate_uint8, B910, AscendCRuleError,
+            r"Duplicate takes int16, uint16, float16, int32, uint32, float32.*not uint8"),
+    Illegal("create-vec-index-uint32", "CreateVecIndex's A2 types: int16 half int32 float",
+            "M/数据填充/CreateVecIndex.md", k_create_vec_index_uint32, B910, AscendCRuleError,
+            r"CreateVecIndex takes int16, float16, int32, float32.*not uint32"),
+    Illegal("adds-uint32", "Adds' types: int16 half int32 float",
+            "M/基础算术/Adds.md", k_adds_uint32, B910, AscendCRuleError, r"Adds takes int16, float16, int32, float32.*not uint32"),
+    Illegal("sort32-src-not-128b-aligned", "Sort32: src0 / src1 128-byte aligned per repeat",
+            "M/排序组合（ISASI）/Sort32.md", k_sort32_src_not_128b_aligned, B910, AscendCRuleError,
+            r"Sort32: 'scores' starts at UB byte \d+, not on a 128-byte boundary.*128字节对齐"),
+    Illegal("reduce-max-half-index-past-65535", "ReduceMax on half returns indices up to 65535 (uint16)",
+            "M/归约计算/ReduceMax.md", k_reduce_max_half_index_past_65535, B910, AscendCRuleError,
+            r"index as a uint16, so it takes at most 65536 elements; got count=70000"),
+    Illegal("shift-left-33", "ShiftLeft scalarValue: [0, 32] for 32-bit types",
+            "M/逻辑计算/ShiftLeft.md", k_shift_left_33, B910, AscendCRuleError, r"ShiftLeft scalarValue \(0\.\.32 for int32"),
+    Illegal("brcb-overlapping", "Brcb: source and destination may not be the same bytes",
+            "M/数据填充/Brcb.md", k_brcb_overlapping, B910, AscendCRuleError, r"overlaps what it writes.*不支持源操作数"),
+    Illegal("zero-length-datacopy-310p", "DataCopy blockCount/blockLen >= 1 on the 310P (0 is a no-op on the A2)",
+            "M/数据搬运/DataCopy（GM与UB高维切分数据搬运）.md", k_zero_length_data_copy_310p, P310, AscendCRuleError,
+            r"on the 310P blockCount and blockLen must be >= 1"),
+    Illegal("gather-offset-past-src", "Gather's byte offsets must land on elements of src",
+            "M/离散与聚合/Gather.md", k_gather_offset_past_src, B910, AscendCRuleError,
+            r"srcBaseAddr \+ srcOffset\[0\] = 256 B is not a whole float32 inside 'src'"),
+    Illegal("gather-base-misaligned", "Gather srcBaseAddr aligned to the element size",
+            "M/离散与聚合/Gather.md", k_gather_base_misaligned, B910, AscendCRuleError,
+            r"srcBaseAddr=2 B is not a multiple of sizeof\(float32\)"),
+    Illegal("transpose-float32", "the plain Transpose is 16x16 of two-byte elements",
+            "M/数据排布转换/Transpose.md", k_transpose_float32, B910, AscendCRuleError,
+            r"Transpose takes uint16, int16, float16.*not float32"),
+    Illegal("relu-int16", "Relu's types: half int32 float",
+            "M/基础算术/Relu.md", k_relu_int16, B910, AscendCRuleError, r"Relu takes float16, int32, float32.*not int16"),
+    Illegal("counter-mode-explicit-mask", "in Counter mode a level-0 call takes MASK_PLACEHOLDER",
+            "M/掩码操作/SetMaskCount.md", k_counter_mode_explicit_mask, B910, AscendCRuleError,
+            r"explicit mask while the mask mode is Counter.*MASK_PLACEHOLDER.*set_mask_norm"),
+    Illegal("placeholder-without-vector-mask", "MASK_PLACEHOLDER reads the mask SetVectorMask set",
+            "M/掩码操作/SetVectorMask.md", k_placeholder_without_vector_mask, B910, AscendCRuleError,
+            r"set_vector_mask was never called"),
+    Illegal("atomic-add-type-mismatch", "SetAtomicAdd<T>: T is the type of the data copied to GM",
+            "原子操作/SetAtomicAdd.md", k_atomic_add_type_mismatch, B910, AscendCRuleError,
+            r"SetAtomicAdd<float16> is on, but this copy writes float32.*set_atomic_add\(float32\)"),
+    Illegal("atomic-add-int32-310p", "SetAtomicAdd on the 310P AI Core: int16 half float",
+            "原子操作/SetAtomicAdd.md", k_atomic_add_int32_310p, P310, AscendCRuleError,
+            r"SetAtomicAdd<int32> is not available on ascend-310p3.*int16, float16, float32"),
+    Illegal("tpipe-init-twice", "the TPipe constructor already called Init: Destroy before Init again",
+            "资源管理/TPipe/Init.md", k_tpipe_init_twice, B910, QueueError, r"already initialised.*destroy\(\) first"),
+    Illegal("init-buffer-after-destroy", "a destroyed TPipe gives out no buffers until Init",
+            "资源管理/TPipe/Destroy.md", k_init_buffer_after_destroy, B910, QueueError, r"on a destroyed TPipe: call init\(\)"),
+    Illegal("set-global-buffer-past-data", "SetGlobalBuffer's size must stay inside the real data",
+            "数据结构/GlobalTensor/SetGlobalBuffer.md", k_set_global_buffer_past_data, B910, ValueError,
+            r"only 256 elements of float32 lie behind that address.*Pass at most 256"),
+    Illegal("binary-block-stride-over-uint8", "BinaryRepeatParams' block strides are uint8_t",
+            "辅助数据结构/BinaryRepeatParams.md", k_binary_block_stride_over_uint8, B910, AscendCRuleError,
+            r"dst block stride must be a whole number 0\.\.255, got 256"),
 ]
 
 
 def test_catalogue_is_big_and_ids_are_unique():
-    assert len(CATALOGUE) >= 25
+    assert len(CATALOGUE) >= 25 + 24          # round 3 (issue 15) added 24
     assert len({c.id for c in CATALOGUE}) == len(CATALOGUE)
 
 

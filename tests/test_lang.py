@@ -120,7 +120,7 @@ def test_ub_allocations_round_up_to_32_bytes():
     a, b, c = tbuf(ctx, 4, "a"), tbuf(ctx, 33, "b"), tbuf(ctx, 100, "c")
     assert [x.region.nbytes for x in (a, b, c)] == [32, 64, 128]
     assert [x.region.offset_bytes for x in (a, b, c)] == [0, 32, 96]
-    assert ctx.ub.used_bytes == 224 and ctx.ub.free_bytes == HW.ub_bytes - 224
+    assert ctx.ub.used_bytes == 224 and ctx.ub.free_bytes == HW.ub_usable_bytes - 224
 
 
 def test_queue_slots_are_each_rounded_and_named():
@@ -134,7 +134,7 @@ def test_queue_slots_are_each_rounded_and_named():
 
 def test_ub_can_be_filled_exactly():
     ctx = ctx_on()
-    tbuf(ctx, HW.ub_bytes - 64, "big")
+    tbuf(ctx, HW.ub_usable_bytes - 64, "big")
     tbuf(ctx, 64, "last")
     assert ctx.ub.free_bytes == 0
 
@@ -145,18 +145,18 @@ def test_ub_overflow_names_size_left_and_held_buffers():
     ctx = ctx_on()
     que(ctx, TPosition.VECIN, 2, 65536, "x_in")
     tbuf(ctx, 4000, "scratch")                   # rounds to 4000 (a multiple of 32)
-    left = HW.ub_bytes - 2 * 65536 - 4000
+    left = HW.ub_usable_bytes - 2 * 65536 - 4000
     with pytest.raises(UbOverflowError) as info:
         tbuf(ctx, 80000, "y_in")
     msg = str(info.value)
     assert "y_in" in msg and "80000" in msg
-    assert f"only {left}" in msg and str(HW.ub_bytes) in msg
+    assert f"only {left}" in msg and str(HW.ub_usable_bytes) in msg
     assert "x_in[0]=65536 B" in msg and "x_in[1]=65536 B" in msg and "scratch=4000 B" in msg
 
 
 def test_ub_overflow_reports_the_rounded_size():
     ctx = ctx_on()
-    tbuf(ctx, HW.ub_bytes - 32, "most")
+    tbuf(ctx, HW.ub_usable_bytes - 32, "most")
     with pytest.raises(UbOverflowError, match="needs 64 bytes.*only 32"):
         tbuf(ctx, 33, "odd")
 
@@ -167,7 +167,7 @@ def test_ub_overflow_is_a_memory_error_and_propagates_from_launch():
 
     @npu_kernel
     def greedy(ctx):
-        tbuf(ctx, HW.ub_bytes + 4, "too_big")
+        tbuf(ctx, HW.ub_usable_bytes + 4, "too_big")
 
     for timing_only in (False, True):
         with pytest.raises(UbOverflowError, match="too_big"):

@@ -329,8 +329,29 @@ def test_dma_in_timing_only_runs_costs_the_same():
     assert run(False).same_work_as(run(True))
 
 
-@pytest.mark.parametrize("bad", [(-1, 1, 0, 0), (1, 0, 0, 0), (4096, 1, 0, 0), (1, 1, 70000, 0), (1, 1.5, 0, 0)])
+@pytest.mark.parametrize("bad", [(-1, 1, 0, 0), (1, -1, 0, 0), (4096, 1, 0, 0), (1, 1, 70000, 0), (1, 1.5, 0, 0)])
 def test_data_copy_params_fields_are_checked(bad):
-    """DataCopyParams fields are whole numbers in their uint16 ranges (blockLen >= 1)."""
+    """DataCopyParams fields are whole numbers in their uint16 ranges (blockCount 0..4095)."""
     with pytest.raises(ValueError, match="DataCopyParams"):
         DataCopyParams(*bad)
+
+
+@pytest.mark.parametrize("params", [DataCopyParams(0, 4, 0, 0), DataCopyParams(3, 0, 0, 0)])
+def test_a_zero_length_data_copy_is_a_no_op_on_the_910b_and_refused_on_the_310p(params):
+    """DataCopy（GM与UB高维切分数据搬运）.md: blockCount∈[0, 4095], blockLen∈[0, 65535] — an empty
+    copy moves nothing on the A2; the 310P's implementation checks both >= 1."""
+    from npu_lab.lang.errors import AscendCRuleError
+
+    ctx = KernelContext(get_preset("ascend-910b2"), 0, 1)
+    b = TBuf()
+    ctx.pipe.init_buffer(b, 1024, name="t")
+    t = b.get(np.float32)
+    t.data[:] = 7.0
+    g = GlobalTensor.from_array(np.arange(256, dtype=np.float32), "g")
+    ctx.data_copy(t, g, params)
+    assert (t.data == 7.0).all() and ctx.core.finish().duration_cycles == 0
+    p310 = KernelContext(get_preset("ascend-310p3"), 0, 1)
+    b = TBuf()
+    p310.pipe.init_buffer(b, 1024, name="t")
+    with pytest.raises(AscendCRuleError, match="blockCount and blockLen must be >= 1"):
+        p310.data_copy(b.get(np.float32), g, params)

@@ -484,9 +484,25 @@ def test_gather_mask_counter_mode_takes_mask_elements_per_repeat():
     ctx = ctx_on()
     src_np = np.arange(64, dtype=np.float32)
     src, dst = put(ctx, src_np, "src"), scratch(ctx, np.float32, 64, "dst")
-    kept = ctx.gather_mask(dst, src, 1, True, 16, GatherMaskParams(1, 2, 0, 0))
+    kept = ctx.gather_mask(dst, src, 1, True, 16, GatherMaskParams(1, 2, 2, 0))   # 16 floats = 2 blocks
     assert kept == 16
     np.testing.assert_array_equal(dst.data[:16], np.arange(0, 32, 2))
+
+
+def test_gather_mask_counter_mode_honours_the_source_strides_on_the_910b():
+    """配置方式一 reads each repeat's mask elements at src0RepeatStride blocks apart (and
+    src0BlockStride within): repeat 1 starts 4 blocks (32 floats) in, not right after repeat 0."""
+    ctx = ctx_on()
+    src_np = np.arange(128, dtype=np.float32)
+    src, dst = put(ctx, src_np, "src"), scratch(ctx, np.float32, 64, "dst")
+    kept = ctx.gather_mask(dst, src, 1, True, 16, GatherMaskParams(1, 2, 4, 0))
+    np.testing.assert_array_equal(dst.data[:kept], np.r_[np.arange(0, 16, 2), np.arange(32, 48, 2)])
+    kept = ctx.gather_mask(dst, src, 1, True, 16, GatherMaskParams(2, 1, 8, 0))   # blocks 0 and 2
+    np.testing.assert_array_equal(dst.data[:kept], np.r_[np.arange(0, 8, 2), np.arange(16, 24, 2)])
+    p310 = KernelContext(get_preset("ascend-310p3"), 0, 1)      # 配置方式二: mask elements in all
+    src, dst = put(p310, src_np, "src"), scratch(p310, np.float32, 64, "dst")
+    kept = p310.gather_mask(dst, src, 1, True, 32, GatherMaskParams(1, 2, 4, 0))
+    np.testing.assert_array_equal(dst.data[:kept], np.arange(0, 32, 2))
 
 
 # ---- reductions ------------------------------------------------------------------------------------

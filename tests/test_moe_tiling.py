@@ -61,9 +61,9 @@ def test_v3_budget_layout_by_hand():
         ("row_results", "float32", 200, 1, 800, 800),    # pairs 64, values 32, argmax 32, iota 64, pattern 8
         ("row_bcast", "float32", 192, 1, 768, 768),      # 3 Brcb targets of T8 x 8
         ("topk_padded", "float32", 320, 1, 1280, 1280),  # values 64, indices 64, exp scratch 192
-        ("select_reserve", "uint8", 8192, 1, 8192, 8192),  # left free: Select's own 8 KB (Select.md)
     ]
-    assert moe_ub_bytes("v3", 3, 10, 3) == 6336 + 8192
+    # Select's 8 KB is Ascend C's reserved UB, outside hw.ub_usable_bytes: not in the budget
+    assert moe_ub_bytes("v3", 3, 10, 3) == 6336
     # E > 64: a row is two repeats, the argmax broadcast two blocks, plus ReduceMax's tmp
     wide = {b.name: b for b in moe_ub_budget("v3", 3, 65, 3)}
     assert wide["scores"].elements == 3 * 128 and wide["select_mask"].elements == 3 * 128 // 8
@@ -130,26 +130,27 @@ def test_capacity_is_the_largest_tile_that_fits(version, e, ub, data):
 
 def test_article_shape_on_910b2(b2):
     t = calculate_moe_gating_tiling(1, 1024, 64, 2, b2)
-    # 320 B a point (256 of scores, two 32-byte result rows): 614*320 = 196480 <= 196608 < 196800
+    # 320 B a point (256 of scores, two 32-byte result rows) of 188160 usable B: 588*320 = 188160
     assert t == MoeGatingTiling(B=1, S=1024, E=64, K=2, tileB=1, tileS=8, tileBS=8,
-                                totalTiles=128, tilesPerBatch=128, ubCapacity=614)
-    assert calculate_moe_gating_tiling(1, 1024, 64, 2, b2, version="v2").ubCapacity == 307
+                                totalTiles=128, tilesPerBatch=128, ubCapacity=588)
+    assert calculate_moe_gating_tiling(1, 1024, 64, 2, b2, version="v2").ubCapacity == 294
 
 
 def test_ub_capacity_on_310p3_by_hand(p3):
-    # 320*819 = 262080 <= 262144 < 262400 for 820 points
-    assert calculate_moe_gating_tiling(2, 100, 64, 2, p3).ubCapacity == 819
+    # usable 256 KB - 8 KB = 253952: 320*793 = 253760 <= 253952 < 254080 for 794 points
+    assert calculate_moe_gating_tiling(2, 100, 64, 2, p3).ubCapacity == 793
 
 
 def test_v1_tile_halves_exactly_at_the_hand_computed_expert_count(b2):
-    # v1, K=2, 8 points: 8 * (4*ceil8(E) + 32 + 32) bytes <= 196608  <=>  ceil8(E) <= 6128
-    assert calculate_moe_gating_tiling(1, 1024, 6128, 2, b2).tileS == 8
+    # v1, K=2, 8 points: 8 * (4*ceil8(E) + 32 + 32) bytes <= 188160 usable  <=>  ceil8(E) <= 5864
+    assert calculate_moe_gating_tiling(1, 1024, 5864, 2, b2).tileS == 8
+    assert calculate_moe_gating_tiling(1, 1024, 5865, 2, b2).tileS == 4
     assert calculate_moe_gating_tiling(1, 1024, 6129, 2, b2).tileS == 4
 
 
 def _tile_s(e, version, hw, k=2):
     """tileS chosen for E experts, or 0 when not even one row fits."""
-    if moe_ub_bytes(version, 1, e, k) > hw.ub_bytes:
+    if moe_ub_bytes(version, 1, e, k) > hw.ub_usable_bytes:
         return 0
     return calculate_moe_gating_tiling(1, 4096, e, k, hw, version=version).tileS
 
@@ -174,8 +175,8 @@ def test_growing_e_halves_tile_exactly_where_the_budget_overflows(version, prese
         before = calculate_moe_gating_tiling(1, 4096, e_b - 1, 2, hw, version=version)
         after = calculate_moe_gating_tiling(1, 4096, e_b, 2, hw, version=version)
         assert (before.tileS, after.tileS) == (t, t // 2)
-        assert moe_ub_bytes(version, t, e_b - 1, 2) <= hw.ub_bytes
-        assert moe_ub_bytes(version, t, e_b, 2) > hw.ub_bytes
+        assert moe_ub_bytes(version, t, e_b - 1, 2) <= hw.ub_usable_bytes
+        assert moe_ub_bytes(version, t, e_b, 2) > hw.ub_usable_bytes
 
 
 @settings(max_examples=60, deadline=None)
@@ -184,18 +185,18 @@ def test_growing_e_halves_tile_exactly_where_the_budget_overflows(version, prese
 def test_tile_is_the_largest_halving_that_fits_capped_at_s(version, b, s, e, start, data):
     k = data.draw(st.integers(1, min(e, 16)))
     hw = get_preset("ascend-910b2")
-    if moe_ub_bytes(version, 1, e, k) > hw.ub_bytes:
+    if moe_ub_bytes(version, 1, e, k) > hw.ub_usable_bytes:
         with pytest.raises(ValueError, match="E-chunked"):
             calculate_moe_gating_tiling(b, s, e, k, hw, version=version, tile_s_start=start)
         return
     t = calculate_moe_gating_tiling(b, s, e, k, hw, version=version, tile_s_start=start)
     candidates = [start >> j for j in range(start.bit_length()) if start >> j >= 1]
-    fitting = [c for c in candidates if moe_ub_bytes(version, c, e, k) <= hw.ub_bytes]
+    fitting = [c for c in candidates if moe_ub_bytes(version, c, e, k) <= hw.ub_usable_bytes]
     assert t.tileS == min(fitting[0], s)
     assert t.tileB == 1 and t.tileBS == t.tileS
     assert t.tilesPerBatch == math.ceil(s / t.tileS) and t.totalTiles == b * t.tilesPerBatch
     assert t.tileBS <= t.ubCapacity
-    assert t.ubCapacity == moe_ub_capacity(version, e, k, hw.ub_bytes)
+    assert t.ubCapacity == moe_ub_capacity(version, e, k, hw.ub_usable_bytes)
 
 
 def test_tile_is_capped_at_s(b2):
@@ -209,12 +210,12 @@ def test_explicit_tile_s_is_used_and_clamped(b2):
 
 
 def test_explicit_tile_s_that_does_not_fit_names_bytes_and_the_largest_fit(b2):
-    cap = moe_ub_capacity("v3", 4096, 2, b2.ub_bytes)
+    cap = moe_ub_capacity("v3", 4096, 2, b2.ub_usable_bytes)
     needed = moe_ub_bytes("v3", 8, 4096, 2)
     assert cap < 8 < needed  # sanity of the scenario
     with pytest.raises(ValueError, match=(
             rf"tile_s=8 does not fit: kernel version 'v3' needs {needed} bytes of UB for 8 "
-            rf"points \(E=4096, K=2\), but ascend-910b2 has 196608 bytes; the largest tileS "
+            rf"points \(E=4096, K=2\), but ascend-910b2 has 188160 usable bytes; the largest tileS "
             rf"that fits is {cap}")):
         calculate_moe_gating_tiling(1, 1024, 4096, 2, b2, version="v3", tile_s=8)
 
@@ -223,7 +224,7 @@ def test_rows_too_wide_for_ub_point_to_the_chunked_path(b2):
     # one row of v1: 60000 * 4 = 240000 B of scores (whole blocks) + 32 + 32
     with pytest.raises(ValueError, match=r"E=60000 experts is too wide for one core: a single row "
                                          r"needs 240064 bytes of UB for kernel version 'v1' "
-                                         r"\(K=2\), but ascend-910b2 has 196608 bytes.*E-chunked"):
+                                         r"\(K=2\), but ascend-910b2 has 188160 usable bytes.*E-chunked"):
         calculate_moe_gating_tiling(1, 16, 60000, 2, b2)
 
 
@@ -263,8 +264,8 @@ def test_pack_exact_bytes_for_the_article_shape(b2):
     packed = t.pack()
     assert packed == bytes.fromhex(
         "01000000" "00040000" "40000000" "02000000" "01000000"
-        "08000000" "08000000" "80000000" "80000000" "66020000")
-    assert np.frombuffer(packed, "<i4").tolist() == [1, 1024, 64, 2, 1, 8, 8, 128, 128, 614]
+        "08000000" "08000000" "80000000" "80000000" "4c020000")
+    assert np.frombuffer(packed, "<i4").tolist() == [1, 1024, 64, 2, 1, 8, 8, 128, 128, 588]
     assert MoeGatingTiling.unpack(bytearray(packed)) == t
 
 
@@ -294,7 +295,7 @@ def test_unpack_wrong_length(n):
 
 
 def test_unpack_validates_contents():
-    good = [1, 1024, 64, 2, 1, 8, 8, 128, 128, 614]
+    good = [1, 1024, 64, 2, 1, 8, 8, 128, 128, 588]
     bad = good.copy()
     bad[6] = 9  # tileBS != tileB * tileS
     with pytest.raises(ValueError, match=r"tileBS must equal tileB \* tileS = 1 \* 8 = 8; got 9"):
@@ -315,7 +316,7 @@ def test_unpack_validates_contents():
     ],
 )
 def test_struct_validation(change, pattern):
-    fields = dict(zip(FIELDS, [1, 1024, 64, 2, 1, 8, 8, 128, 128, 614]))
+    fields = dict(zip(FIELDS, [1, 1024, 64, 2, 1, 8, 8, 128, 128, 588]))
     fields.update(change)
     with pytest.raises(ValueError, match=pattern):
         MoeGatingTiling(**fields)

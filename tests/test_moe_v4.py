@@ -166,11 +166,11 @@ def test_v4_tiling_is_canns(N, E, K, cores, dtype):
     # balanced: ubFormer = ceil(blockFormer / ubOuter) for the smallest ubOuter that fits
     ub_outer = -(-t.blockFormer // t.ubFormer)
     assert t.ubFormer == -(-t.blockFormer // ub_outer)
-    assert moe_gating_v4_ub_bytes(t.ubFormer, E, K, dtype) <= hw.ub_bytes
+    assert moe_gating_v4_ub_bytes(t.ubFormer, E, K, dtype) <= hw.ub_usable_bytes
     assert t.ubFormer <= 255 and (K == 1 and E <= 64 or t.ubFormer * t.colAlign // 32 <= 255)
     if ub_outer > 1:
         bigger = -(-t.blockFormer // (ub_outer - 1))
-        assert (moe_gating_v4_ub_bytes(bigger, E, K, dtype) > hw.ub_bytes or bigger > 255
+        assert (moe_gating_v4_ub_bytes(bigger, E, K, dtype) > hw.ub_usable_bytes or bigger > 255
                 or not (K == 1 and E <= 64) and bigger * t.colAlign // 32 > 255)
     assert t.ubLoopOfFormerBlock == -(-t.blockFormer // t.ubFormer)
     assert 1 <= t.ubTailOfFormerBlock <= t.ubFormer and 1 <= t.ubTailOfTailBlock <= t.ubFormer
@@ -237,7 +237,7 @@ def test_v4_ub_used_equals_the_budget(N, E, K, dtype):
 
     _, _, _, t = run_v4(np.zeros((N, E), dtype), K, HW, timing_only=True, kernel=probe)
     assert used and set(used) == {moe_gating_v4_ub_bytes(t.ubFormer, E, K, dtype)}
-    assert used[0] <= HW.ub_bytes
+    assert used[0] <= HW.ub_usable_bytes
     assert used[0] == sum(c * b for _, c, b in moe_gating_v4_ub_layout(t.ubFormer, E, K, dtype))
 
 

@@ -167,8 +167,8 @@ def test_ub_budget_matches_the_library(ube, version):
     tiling = calculate_moe_gating_tiling(1, 1024, 64, 2, hw, version=version)
     used, free = _bar_totals(ube)
     assert used[0] * 1024 == pytest.approx(ub_used_bytes(tiling, version))
-    assert used[0] + free[0] == pytest.approx(hw.ub_bytes / 1024)
-    assert used[1] + free[1] == pytest.approx(hw.ub_bytes / 1024)          # the largest tile fills the UB
+    assert used[0] + free[0] == pytest.approx(hw.ub_usable_bytes / 1024)
+    assert used[1] + free[1] == pytest.approx(hw.ub_usable_bytes / 1024)          # the largest tile fills the UB
     present = {b.name for b in moe_ub_budget(version, 8, 64, 2)}
     for trace in ube.figure.data[:len(UbBudgetExplorer.BUFFER_NAMES)]:
         assert (trace.x[0] > 0) == (trace.name in present)
@@ -188,9 +188,9 @@ def test_ub_budget_reacts_to_e_and_chip(ube):
     assert ube.figure is fig and ube.figure.data[0] is scores
     assert ube.tiling.tileS == 4 and "tileS=4" in ube.status.value
     ube.chip.value = "ascend-310p3"
-    assert fig.layout.shapes[0].x0 == 256 and "256 KB" in fig.layout.annotations[0].text
+    assert fig.layout.shapes[0].x0 == 248 and "usable UB 248.00 KB" in fig.layout.annotations[0].text   # 256 KB - 8 KB reserve
     ube.zoom.value = True
-    assert fig.layout.xaxis.range[1] < 256
+    assert fig.layout.xaxis.range[1] < 248
 
 
 def test_ub_budget_too_wide_a_row_shows_the_message(ube):

@@ -235,7 +235,7 @@ def test_numpy_integer_tile_len_is_accepted():
 def test_ub_overflow_suggests_a_tile_that_fits(chip, num_buffers):
     """The UB error names the largest tile_len that fits; that one runs, 8 more does not."""
     hw = get_preset(chip)
-    largest = (hw.ub_bytes // (3 * num_buffers * 4)) // 8 * 8
+    largest = (hw.ub_usable_bytes // (3 * num_buffers * 4)) // 8 * 8
     with pytest.raises(ValueError, match=f"Largest tile_len: {largest}"):
         scaled_add(1000, None, hw=hw, tile_len=largest + 8, num_buffers=num_buffers, timing_only=True)
     _, tl = scaled_add(largest * 2, None, hw=hw, tile_len=largest, num_buffers=num_buffers, timing_only=True)

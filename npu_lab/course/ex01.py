@@ -250,13 +250,13 @@ def check_largest_tile_len(answer, chip: str = LARGEST_TILE_CASE["chip"],
         return _wrong(f"Answer a whole number of elements, not {answer!r}.")
     if value == truth:
         return _right(f"{truth} elements: 3 queues x {num_buffers} buffers x {truth} x 4 B = "
-                      f"{per_element * truth:,} B of the {hw.ub_bytes:,} B ({hw.ub_bytes // 1024} KB) UB "
+                      f"{per_element * truth:,} B of the {hw.ub_usable_bytes:,} B ({hw.ub_usable_bytes / 1024:.2f} KB usable) UB "
                       f"of the {hw.name}; {truth + 8} would need {per_element * (truth + 8):,} B.")
     if value % 8:
         return _wrong(f"{value} is not a multiple of 8: UB buffers are whole 32-byte blocks.")
-    if value * per_element > hw.ub_bytes:
+    if value * per_element > hw.ub_usable_bytes:
         return _wrong(f"{value} elements need {value * per_element} B but the UB has "
-                      f"{hw.ub_bytes} B. Hint: ub_bytes / (queues x buffers x bytes per element).")
+                      f"{hw.ub_usable_bytes} B. Hint: ub_bytes / (queues x buffers x bytes per element).")
     return _wrong(f"{value} fits, but a larger tile does too. Hint: ub_bytes / (3 queues x "
                   f"{num_buffers} buffers x 4 bytes), rounded down to a multiple of 8.")
 

@@ -28,7 +28,7 @@ UNDERFLOW_LOGITS = (-300.0, 0.0, -200.0)
 
 
 #: Exercise 03.1 (the lesson shows E=4096, K=2, v2 on the 910B2, where 5 points fit).
-LARGEST_TILE_S_CASE = dict(E=1536, K=8, version="v2", chip="ascend-310p3")
+LARGEST_TILE_S_CASE = dict(E=1472, K=8, version="v2", chip="ascend-310p3")
 #: Exercise 03.2 (the lesson's table is the 910B2's).
 HALVING_CASE = dict(version="v2", K=2, chip="ascend-310p3")
 #: Exercise 03.3 (the lesson's budget table is tileS=8, E=64, K=2).
@@ -53,7 +53,7 @@ def honest_ub_bytes_truth(version: str, tile_s: int, E: int, K: int) -> int:
 def largest_tile_s_truth(E: int, K: int, version: str, chip: str) -> int:
     """The most points (tileB = 1) whose ``version`` buffers fit ``chip``'s UB at E, K."""
     hw = get_preset(chip)
-    return moe_ub_capacity(version, E, K, hw.ub_bytes, hw.block_bytes)
+    return moe_ub_capacity(version, E, K, hw.ub_usable_bytes, hw.block_bytes)
 
 @checked_keywords
 def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
@@ -61,7 +61,7 @@ def first_e_below_tile_s(tile_s: int = 8, version: str = "v2", K: int = 2,
     """The smallest E for which ``tile_s`` points no longer fit ``chip``'s UB with ``version``'s
     budget -- so the host rule halves tileS below ``tile_s`` from this E on (bisection on the
     budget, which grows with E)."""
-    ub = get_preset(chip).ub_bytes
+    ub = get_preset(chip).ub_usable_bytes
 
     def fits(e):
         return moe_ub_bytes(version, tile_s, e, K) <= ub
@@ -81,7 +81,7 @@ def check_largest_tile_s(answer, E: int = LARGEST_TILE_S_CASE["E"], K: int = LAR
                          version: str = LARGEST_TILE_S_CASE["version"],
                          chip: str = LARGEST_TILE_S_CASE["chip"]) -> CheckResult:
     """What is the largest tileS (any whole number, tileB = 1) whose ``version`` buffers fit the
-    UB of ``chip`` for E experts, K (default: E = 1536, K = 8, v2 on the 310P3)? Answer: a whole
+    UB of ``chip`` for E experts, K (default: E = 1472, K = 8, v2 on the 310P3)? Answer: a whole
     number."""
     if answer is None:
         return _missing("a whole number of points")
@@ -96,16 +96,16 @@ def check_largest_tile_s(answer, E: int = LARGEST_TILE_S_CASE["E"], K: int = LAR
         return moe_ub_bytes(version, t, E, K, hw.block_bytes)
     if value == truth:
         extra = (f" The host rule only tries 8, 4, 2, 1 and so picks tileS={host}: it leaves "
-                 f"{hw.ub_bytes - need(host):,} B unused." if host != truth else "")
-        return _right(f"{truth} points need {need(truth):,} B of the {hw.ub_bytes:,} B UB; {truth + 1} would "
+                 f"{hw.ub_usable_bytes - need(host):,} B unused." if host != truth else "")
+        return _right(f"{truth} points need {need(truth):,} B of the {hw.ub_usable_bytes:,} B UB; {truth + 1} would "
                       f"need {need(truth + 1):,} B.{extra}")
     if value > truth:
         return _wrong(f"{value} points need {need(value):,} B of UB with {version}'s buffers, more than the "
-                      f"{hw.ub_bytes:,} B of the {hw.name}. Remember that {version} keeps "
+                      f"{hw.ub_usable_bytes:,} B of the {hw.name}. Remember that {version} keeps "
                       f"{'two copies' if version != 'v1' else 'one copy'} of every queue buffer.")
     if value == host:
         return _wrong(f"{value} is what the host rule picks (it halves from 8), but a larger tile fits too. "
-                      "Hint: `moe_ub_capacity(version, E, K, hw.ub_bytes)`, or raise the tile by one "
+                      "Hint: `moe_ub_capacity(version, E, K, hw.ub_usable_bytes)`, or raise the tile by one "
                       "until `moe_ub_bytes` passes the UB size.")
     return _wrong(f"{value} points fit ({need(value):,} B), but so do more. Hint: each point costs about "
                   f"{need(2) - need(1):,} B with {version}'s buffers.")
@@ -136,12 +136,12 @@ def check_tile_s_halving_e(answer, version: str = HALVING_CASE["version"], K: in
                       f"of experts >= {K}.")
     if value == truth:
         return _right(f"At E={truth - 1} tileS is still {tile(truth - 1)}; at E={truth} eight points need "
-                      f"{moe_ub_bytes(version, 8, truth, K):,} B > {hw.ub_bytes:,} B, so tileS halves to "
+                      f"{moe_ub_bytes(version, 8, truth, K):,} B > {hw.ub_usable_bytes:,} B, so tileS halves to "
                       f"{tile(truth)}. By the article's own formula and 256 KB it would stay 8 until "
                       f"E={article_e}.")
     if value == article_e:
         return _wrong(f"{value} is where the article's formula (no alignment, one copy, 256 KB) halves "
-                      f"tileS. The honest {version} budget on the {hw.name}'s {hw.ub_bytes // 1024} KB "
+                      f"tileS. The honest {version} budget on the {hw.name}'s {hw.ub_usable_bytes / 1024:.2f} KB usable "
                       "halves it much earlier.")
     if value < truth:
         return _wrong(f"At E={value} the host rule still picks tileS={tile(value)}. Try a larger E.")

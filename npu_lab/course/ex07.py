@@ -136,7 +136,7 @@ def pick_tile_s_solution(B, S, E, K, hw):
     ### BEGIN SOLUTION
     from npu_lab.kernels.moe_gating.ub_budget import moe_ub_capacity
     from npu_lab.presets import get_preset
-    largest = min(S, moe_ub_capacity("v3", E, K, get_preset(hw).ub_bytes))
+    largest = min(S, moe_ub_capacity("v3", E, K, get_preset(hw).ub_usable_bytes))
     tile_s = 1
     while tile_s * 2 <= largest:          # the biggest power of two that fits: v3's fixed costs per
         tile_s *= 2                       # tile want few, big tiles; the UB caps them
@@ -204,7 +204,7 @@ def _pick_check(fn, hw):
     head = ("Right: within " if ok else "Not yet: not within ") + f"{PICK_TOLERANCE:.0%} of the autotuner on every shape."
     tail = "" if ok else ("\nHint: every v3 tile pays fixed costs (three copies, the issue of each vector "
                           "instruction), so fewer, bigger tiles win even with cores idle (the heat maps); "
-                          "what caps the tile is the UB: moe_ub_capacity('v3', E, K, get_preset(hw).ub_bytes).")
+                          "what caps the tile is the UB: moe_ub_capacity('v3', E, K, get_preset(hw).ub_usable_bytes).")
     return KernelCheckResult(head + "\n" + "\n".join(lines) + tail, ok)
 
 

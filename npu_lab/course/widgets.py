@@ -38,7 +38,7 @@ def tile_len_for(n: int, hw: HardwareSpec, tiles_per_core: int) -> int:
 
 def smallest_tiles_per_core(n: int, hw: HardwareSpec, num_buffers: int) -> int:
     """The fewest tiles per core whose scaled-add tiles (3 float32 queues x ``num_buffers``) fit UB."""
-    largest = max(8, hw.ub_bytes // (3 * num_buffers * 4) // 8 * 8)
+    largest = max(8, hw.ub_usable_bytes // (3 * num_buffers * 4) // 8 * 8)
     tiles = max(1, math.ceil(math.ceil(n / hw.vector_cores) / largest))
     while tile_len_for(n, hw, tiles) > largest:     # rounding to 8 may need one more
         tiles += 1
@@ -120,10 +120,10 @@ class BuffersExplorer(W.VBox):
         num_buffers = buffers or self.buffers.value
         tile_len = tile_len_for(self.n, hw, self.tiles.value)
         need = 3 * num_buffers * tile_len * 4          # 3 float32 queues x buffers
-        if need > hw.ub_bytes:   # say it in the control's unit: tiles per core
+        if need > hw.ub_usable_bytes:   # say it in the control's unit: tiles per core
             return None, (f"{self.tiles.value} tile(s)/core make tiles of {tile_len:,} elements: "
                           f"3 queues x {num_buffers} buffer(s) x {tile_len:,} x 4 B = {need:,} B, more than "
-                          f"the {hw.ub_bytes:,} B UB of {hw.name}. The smallest tiles/core that fits: "
+                          f"the {hw.ub_usable_bytes:,} B UB of {hw.name}. The smallest tiles/core that fits: "
                           f"{smallest_tiles_per_core(self.n, hw, num_buffers)}.")
         try:
             _, t = scaled_add(self.n, None, timing_only=True, hw=hw, tile_len=tile_len,

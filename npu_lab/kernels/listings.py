@@ -142,8 +142,9 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 entry=("moe_gating_v2c",), sync_order=True, kernels=("moe_gating_v2c_kernel",)),
     ListingSpec("v3", "moe_gating/vectorized.cpp", "v3",
                 # E = 128 / 192: the two-level argmax of whole 64-lane chunks
-                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2), (1, 5, 192, 3, 2))
-                + _moe_cases((1, 4, 136, 4, 2), (1, 4, 128, 4, 2), hw="ascend-310p3"),
+                # (no 310P case: v3's bit-masked Copy does not exist there); E = 2048: the index
+                # column copied per 8 rows (8·m > 255 blocks)
+                _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2), (1, 5, 192, 3, 2), (1, 3, 2048, 2, 2)),
                 kernels=("moe_gating_v3_kernel",)),
     ListingSpec("v3_fast_exp", "moe_gating/vectorized.cpp", "v3_fast_exp",
                 _VECTOR_CASES + _moe_cases((1, 5, 130, 3, 2), (1, 5, 128, 3, 2)),

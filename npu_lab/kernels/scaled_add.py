@@ -104,7 +104,7 @@ def largest_tile_len(hw: HardwareSpec | str, num_buffers: int) -> int:
     hw = get_preset(hw) if isinstance(hw, str) else hw
     if not _is_int(num_buffers) or num_buffers not in (1, 2):
         raise ValueError(f"num_buffers must be 1 (single) or 2 (double buffering), got {num_buffers!r}")
-    return (hw.ub_bytes // (3 * int(num_buffers) * 4)) // 8 * 8
+    return (hw.ub_usable_bytes // (3 * int(num_buffers) * 4)) // 8 * 8
 
 
 def _is_int(value) -> bool:
@@ -142,10 +142,10 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
     if block_dim is not None and (not _is_int(block_dim) or block_dim < 1):
         raise ValueError(f"block_dim must be a whole number >= 1 (or None for one block per core), got {block_dim!r}")
     need = 3 * num_buffers * tile_len * 4
-    if need > hw.ub_bytes:
+    if need > hw.ub_usable_bytes:
         largest = largest_tile_len(hw, num_buffers)
         raise ValueError(f"tile_len={tile_len} with {num_buffers} buffer(s) needs {need} B of UB "
-                         f"(3 queues); {hw.name} has {hw.ub_bytes} B. Largest tile_len: {largest}")
+                         f"(3 queues); {hw.name} has {hw.ub_usable_bytes} B. Largest tile_len: {largest}")
     if n % 8 and hw.isa == "ascend310p":
         from ..capabilities import check_supported
         from ..lang import CapabilityError

@@ -4,6 +4,7 @@ Python spelling, its C++ signature and its reference page."""
 
 from .api_map import ASCEND_C_API, api_table
 from .context import HardEvent, KernelContext
+from .debug import KernelAssertionError
 from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
 from .errors import AscendCRuleError, CapabilityError, RaceError
 from .launch import launch, npu_kernel
@@ -11,12 +12,14 @@ from .memory import QueueError, TBuf, TPipe, TPosition, TQue, UbOverflowError
 from .reduce import ReduceOrder, reduce_max_tmp_elements
 from .select import CMPMODE, SELMODE, BrcbRepeatParams, GatherMaskParams
 from .sort import MrgSort4Info, MrgSortSrcList
-from .tensor import GlobalTensor, LocalTensor
-from .vector import BinaryRepeatParams, CopyRepeatParams, RoundMode, UnaryRepeatParams
+from .tensor import GlobalTensor, LocalTensor, bfloat16_to_float, float_to_bfloat16, get_user_workspace
+from .vector import MASK_PLACEHOLDER, BinaryRepeatParams, CopyRepeatParams, RoundMode, UnaryRepeatParams
 
 __all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyExtParams",
            "DataCopyPadExtParams", "DataCopyParams", "AscendCRuleError", "CapabilityError", "RaceError",
            "launch", "npu_kernel", "QueueError", "TBuf", "TPipe", "TPosition", "TQue", "UbOverflowError",
            "ReduceOrder", "reduce_max_tmp_elements", "CMPMODE", "SELMODE", "BrcbRepeatParams",
            "GatherMaskParams", "MrgSort4Info", "MrgSortSrcList", "GlobalTensor", "LocalTensor",
-           "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams"]
+           "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams",
+           "KernelAssertionError", "bfloat16_to_float", "float_to_bfloat16", "get_user_workspace",
+           "MASK_PLACEHOLDER"]

@@ -23,6 +23,7 @@ from ..capabilities import check_supported
 from ..hardware import HardwareSpec
 from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, issuing_source
 from ..sim.costs import scalar_cycles
+from .debug import DebugOps
 from .dma import DmaOps
 from .operands import scalar_operand
 from .errors import AscendCRuleError, CapabilityError, RaceError
@@ -97,7 +98,7 @@ def _event(event, event_id) -> tuple[str, str, int]:
     return src, dst, int(event_id)
 
 
-class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
+class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, DebugOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",
@@ -132,7 +133,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
             self.stream = self.core.stream = []
         if stream == "numerics":
             self._exec = self._exec_numerics      # the instance attribute wins over the method
-        capacity = hw.ub_bytes if core_type == "vector" else hw.l1_bytes
+        capacity = hw.ub_usable_bytes if core_type == "vector" else hw.l1_bytes
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)

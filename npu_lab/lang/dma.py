@@ -59,8 +59,9 @@ class DataCopyParams:
     dst_stride: int = 0
 
     def __post_init__(self):
-        _whole("DataCopyParams.block_count", self.block_count, 1, 4095)
-        _whole("DataCopyParams.block_len (32-byte blocks)", self.block_len, 1, 65535)
+        # [0, 4095] and [0, 65535] (DataCopy（GM与UB高维切分数据搬运）.md): 0 moves nothing
+        _whole("DataCopyParams.block_count", self.block_count, 0, 4095)
+        _whole("DataCopyParams.block_len (32-byte blocks)", self.block_len, 0, 65535)
         _whole("DataCopyParams.src_stride (32-byte blocks)", self.src_stride, 0, 65535)
         _whole("DataCopyParams.dst_stride (32-byte blocks)", self.dst_stride, 0, 65535)
 
@@ -106,11 +107,48 @@ def _direction(dst, src, what):
 class DmaOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext`."""
 
+    # ---- atomic accumulation into GM (docs/zh/api/SIMD-API/基础API/原子操作/SetAtomicAdd.md) ----------
+    _atomic = None          # None, or the dtype SetAtomicAdd<T> accumulates in
+
+    def set_atomic_add(self, dtype) -> None:
+        """``SetAtomicAdd<T>()``: every following copy UB -> GM adds to what GM holds instead of
+        overwriting it (GM is not cleared first: zero it yourself). T: int8, int16, half,
+        int32, float on the A2; int16, half, float on the 310P AI core (the page's lists).
+        Model notes: the sum is numpy's in the destination dtype, and an accumulating copy costs
+        what a plain one does (assumed; the page gives no cost)."""
+        dt = np.dtype(dtype)
+        allowed = ("int8", "int16", "float16", "int32", "float32") if self.hw.isa == "ascend910b" \
+            else ("int16", "float16", "float32")
+        if dt.name not in allowed:
+            self._rule(f"SetAtomicAdd<{dt.name}> is not available on {self.hw.name}: it accumulates "
+                       f"{', '.join(allowed)} (原子操作/SetAtomicAdd.md, 数据类型)")
+        self._atomic = dt
+        self.scalar("SetAtomicAdd", ops=1)
+
+    def set_atomic_none(self) -> None:
+        """``SetAtomicNone()`` / ``DisableDmaAtomic()``: copies to GM overwrite again
+        (kernel_operator_set_atomic_intf.h; 原子操作/DisableDmaAtomic.md: 累加操作完成后建议关闭)."""
+        self._atomic = None
+        self.scalar("SetAtomicNone", ops=1)
+
+    disable_dma_atomic = set_atomic_none
+
+    def _gm_store(self, gm, index, values) -> None:
+        """Write ``values`` to ``gm.data[index]``: overwrite, or accumulate under SetAtomicAdd."""
+        if self._atomic is None:
+            gm.data[index] = values
+            return
+        gm.data[index] = gm.data[index] + values       # the dtype was checked in _dma
+
     def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count, *, gm=None,
              block_count=1, burst_bytes=None, gm_step_bytes=0):
         """Issue one copy request of ``block_count`` blocks of ``burst_bytes`` GM bytes each
         (default: all of ``moved_bytes`` in one block), ``gm_step_bytes`` apart in GM; ``gm`` is
         the GlobalTensor view copied from / to (the L2 model chooses its bandwidth by it)."""
+        if pipe == "MTE3" and self._atomic is not None and gm is not None and gm.dtype != self._atomic:
+            self._rule(f"SetAtomicAdd<{self._atomic.name}> is on, but this copy writes {gm.dtype.name} to "
+                       f"'{gm.name}': the accumulation type must match the data (SetAtomicAdd.md). Call "
+                       f"set_atomic_add({gm.dtype.name}) or set_atomic_none() first")
         bytes_per_cycle, from_hbm = gm_bytes_per_cycle(self, gm, pipe)    # HBM or L2 (sim/l2.py)
         burst = moved_bytes if burst_bytes is None else burst_bytes
         aligned = gm_aligned(self.hw, burst, block_count, gm_step_bytes)
@@ -176,9 +214,21 @@ class DmaOps:
         self._dma(pipe, f"DataCopy {direction} {nbytes} B", local, local.byte_offset,
                   local.byte_offset + nbytes, nbytes, nbytes, count, gm=gm)
         if not self.timing_only:
-            dst.data[:count] = src.data[:count]
+            if pipe == "MTE3" and self._atomic is not None:
+                self._gm_store(gm, slice(0, count), src.data[:count])
+            else:
+                dst.data[:count] = src.data[:count]
 
     def _data_copy_blocks(self, pipe, gm, local, p: DataCopyParams) -> None:
+        if p.block_count == 0 or p.block_len == 0:
+            if self.hw.isa == "ascend310p":
+                # dav_m200/kernel_operator_data_copy_impl.h: ASCENDC_CHECK_VALUE_RANGE(blockCount, 1, ...)
+                self._rule(f"DataCopy with {p}: on the 310P blockCount and blockLen must be >= 1 (asc-devkit "
+                           "impl/basic_api/dav_m200/kernel_operator_data_copy_impl.h checks blockCount in "
+                           "[1, 4095], blockLen in [1, 65535]); skip the copy instead")
+            # the A2 allows 0 (DataCopy（GM与UB高维切分数据搬运）.md: blockCount∈[0, 4095]): nothing
+            # moves; the model issues nothing either (the page gives no cost for an empty copy)
+            return
         per_block = p.block_len * BLOCK_BYTES // local.dtype.itemsize     # elements
         gm_stride = p.src_stride if pipe == "MTE2" else p.dst_stride
         ub_stride = p.dst_stride if pipe == "MTE2" else p.src_stride
@@ -203,7 +253,7 @@ class DmaOps:
         if pipe == "MTE2":
             local.data[u.ravel()] = gm.data[g.ravel()]
         else:
-            gm.data[g.ravel()] = local.data[u.ravel()]
+            self._gm_store(gm, g.ravel(), local.data[u.ravel()])
 
     def data_copy_pad(self, dst, src, copy_params: DataCopyExtParams,
                       pad_params: DataCopyPadExtParams | None = None) -> None:
@@ -261,7 +311,7 @@ class DmaOps:
         u0 = np.arange(p.block_count)[:, None] * ub_step
         u = (u0 + left + np.arange(per_block)).ravel()
         if pipe == "MTE3":
-            gm.data[g] = local.data[u]
+            self._gm_store(gm, g, local.data[u])
             return
         rows = gm.data[g].reshape(p.block_count, per_block)
         block = np.empty((p.block_count, ub_block), local.dtype)

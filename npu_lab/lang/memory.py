@@ -80,6 +80,14 @@ class UbAllocator:
     def free_bytes(self) -> int:
         return self.capacity_bytes - self.used_bytes
 
+    def release_all(self) -> None:
+        """Give every buffer back (TPipe Destroy): the regions are marked freed, so a tensor on
+        one of them raises when used again."""
+        for region in self.held:
+            region.freed = True
+        self.held = []
+        self.used_bytes = 0
+
     def alloc(self, nbytes: int, name: str) -> UbRegion:
         if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, numbers.Integral) or nbytes <= 0:
             raise ValueError(f"UB buffer '{name}' must have a positive whole number of bytes, got {nbytes!r}")
@@ -248,6 +256,7 @@ class TPipe:
         """``InitBuffer(que, num, len)`` gives a TQue ``num`` slots of ``len`` bytes;
         ``InitBuffer(tbuf, len)`` gives a TBuf ``len`` bytes. ``name`` labels it in errors and
         race reports (a simulator nicety; C++ uses the variable's name)."""
+        self._need_alive("init_buffer")
         if isinstance(buffer, TQue):
             if len(args) != 2:
                 raise TypeError("init_buffer(que, num, len): a TQue takes a buffer count and a byte length")
@@ -267,3 +276,44 @@ class TPipe:
         else:
             raise TypeError(f"init_buffer takes a TQue or a TBuf, got {type(buffer).__name__}")
         self.core.log_call("InitBuffer", (self.allocator.used_bytes, args))
+
+    # ---- lifecycle: Init / Destroy / Reset (docs/zh/api/SIMD-API/基础API/资源管理/TPipe/) ----------
+    # The constructor has already called Init ("Tpipe构造函数内部已调用Init"); reusing a TPipe is
+    # Destroy then Init ("每次复用需要先Destroy释放资源，再调用init重新初始化", Init.md).
+    def init(self) -> None:
+        """``Init()``: (re)initialise the pipe's memory and event ids after :meth:`destroy`."""
+        if not getattr(self, "_destroyed", False):
+            raise QueueError("TPipe.init(): this TPipe is already initialised (its constructor calls Init, "
+                             "TPipe/Init.md); to reuse it call destroy() first, then init()")
+        self._destroyed = False
+        self.core.log_call("TPipe::Init", ())
+
+    def destroy(self) -> None:
+        """``Destroy()``: release every buffer the pipe gave out (their tensors may not be used
+        again) after every pipe has finished with them: Destroy waits for all pipes, unlike
+        DestroyWithoutPipeAll (TPipe/Destroy.md, DestroyWithoutPipeAll.md). Event ids are
+        released too."""
+        if getattr(self, "_destroyed", False):
+            raise QueueError("TPipe.destroy(): already destroyed; call init() before using or destroying it again")
+        self.core.pipe_barrier("ALL")
+        self.allocator.release_all()
+        for q in self.queues:
+            q._released = True
+        self.queues = []
+        self._names = {}
+        reset_events = getattr(self, "_reset_event_ids", None)   # the event-id state, where kept
+        if reset_events is not None:
+            reset_events()
+        self._destroyed = True
+        self.core.log_call("TPipe::Destroy", ())
+
+    def reset(self) -> None:
+        """``Reset()``: release the resources and return to the initial state in one call
+        (TPipe/Reset.md): :meth:`destroy` then :meth:`init`."""
+        self.destroy()
+        self._destroyed = False
+        self.core.log_call("TPipe::Reset", ())
+
+    def _need_alive(self, what: str) -> None:
+        if getattr(self, "_destroyed", False):
+            raise QueueError(f"{what} on a destroyed TPipe: call init() (TPipe/Init.md) before giving out buffers again")

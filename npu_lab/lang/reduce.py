@@ -203,6 +203,12 @@ class ReduceOps:
         n = self._count(count, src)
         self._count(2 if cal_index else 1, dst)
         size = src.dtype.itemsize
+        if cal_index and size == 2 and n > 65536:
+            # checked on the count, not the data: a timing-only run must fail the same way
+            self._rule(f"{name} on half with calIndex returns its index as a uint16, so it takes at most "
+                       f"65536 elements; got count={n} (docs/zh/api/SIMD-API/基础API/Memory矢量计算/归约计算/"
+                       "ReduceMax.md: '当输入类型是half的时候，只支持获取最大不超过65535的索引值'). Reduce at most "
+                       "65536 halves at a time and combine, or Cast to float32 first")
         need = reduce_max_tmp_elements(n, size, cal_index) if name == "ReduceMax" else \
             math.ceil(max(1, math.ceil(n * size / 256)) / (32 // size)) * (32 // size)
         if tmp.count < need:

@@ -13,12 +13,21 @@ Compares.md, Select.md, GatherMask.md) and 数据填充/Brcb.md. The rules model
   256/sizeof(T) bits in every repeat).
 * ``GatherMask`` keeps the elements a pattern selects (built-in patterns 1–7, or a user uint32 /
   uint16 bit pattern), packed to the front of dst, and returns how many it kept (``rsvdCnt``;
-  C++ returns it through a reference). Pattern 7 does not exist on the 310P.
-* ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst.
+  C++ returns it through a reference). Pattern 7 does not exist on the 310P. Counter mode
+  (reduceMode = true): on the 910B ``mask`` elements a repeat, placed by src0BlockStride and
+  src0RepeatStride as in normal mode (配置方式一); on the 310P ``mask`` elements in all (配置方式二).
+  The call leaves the mask mode Normal.
+* ``Brcb``: each of 8 source elements per repeat fills one 32-byte block of dst; src and dst
+  may be parts of one buffer, never the same bytes.
 
 * ``Select`` in modes 1 and 2 (and ``Brcb`` on the 310P) use 8 KB of UB as the library's own
-  scratch ("使用时需要预留8KB的Unified Buffer空间"): a kernel must leave that much of the UB
-  unallocated, or the instruction overwrites a buffer. Here it raises when less is free.
+  scratch ("使用时需要预留8KB的Unified Buffer空间"). That is Ascend C's reserved UB
+  (docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md: usable UB is
+  192KB − 256B − 8KB), modelled once as ``HardwareSpec.asc_reserved_ubuf_bytes``: the allocator
+  never hands it out, so no kernel budget charges it. Compiled with
+  ``--cce-disable-asc-reserved-ubuf`` (``hw.disable_asc_reserved_ubuf``) the 8 KB is ordinary UB
+  and these calls are compile errors (静态Tensor编程.md, 使用预留UB空间的API范围: 2201 lists
+  AddDeqRelu and Select); here they raise.
 """
 
 from __future__ import annotations
@@ -89,7 +98,8 @@ class BrcbRepeatParams:
         self.__dict__.update(dst_blk_stride=dst_blk_stride, dst_rep_stride=dst_rep_stride)
 
 
-#: UB the library's Select (modes 1, 2) and, on the 310P, Brcb keep for themselves (Select.md, Brcb.md)
+#: UB the library's Select (modes 1, 2) and, on the 310P, Brcb use as scratch (Select.md, Brcb.md):
+#: Ascend C's reserved UB, HardwareSpec.asc_reserved_ubuf_bytes (kept for callers that cite it)
 SCRATCH_RESERVE_BYTES = 8 * 1024
 
 
@@ -196,12 +206,16 @@ class SelectOps:
         return n
 
     def _need_scratch(self, what: str, page: str) -> None:
-        free = self.ub.free_bytes
-        if free < SCRATCH_RESERVE_BYTES:
-            self._rule(f"{what} uses {SCRATCH_RESERVE_BYTES} B of UB as the library's scratch "
-                       f"(docs/zh/api/SIMD-API/基础API/Memory矢量计算/{page}: 预留8KB), but the kernel's "
-                       f"buffers leave only {free} B free; on the device it would overwrite one of them. "
-                       f"Allocate {SCRATCH_RESERVE_BYTES - free} B less (a smaller tile)")
+        """The instruction uses Ascend C's reserved UB (outside the allocator: nothing to check)
+        unless the kernel is compiled with --cce-disable-asc-reserved-ubuf, where it does not
+        compile."""
+        if self.hw.disable_asc_reserved_ubuf:
+            self._rule(f"{what} uses Ascend C's reserved UB ({self.hw.asc_reserved_ubuf_bytes} B, "
+                       f"docs/zh/api/SIMD-API/基础API/Memory矢量计算/{page}: 预留8KB), which "
+                       "--cce-disable-asc-reserved-ubuf (hw.disable_asc_reserved_ubuf=True) gives to the "
+                       "kernel: the call is a compile error (docs/zh/guide/编程指南/编程模型/AI-Core-SIMD编程/"
+                       "基于Tensor的CPP编程/静态Tensor编程.md, 使用预留UB空间的API范围). Compile without the "
+                       "option, or use Compare + a bit-masked level-0 instruction instead")
 
     def compare(self, dst, src0, src1, cmp_mode: str, *args):
         """``Compare(dst, src0, src1, cmpMode, count)`` or level-0 ``Compare(dst, src0, src1,
@@ -380,6 +394,7 @@ class SelectOps:
             raise AscendCRuleError(f"GatherMask gathers 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
         if not isinstance(params, GatherMaskParams):
             raise TypeError(f"gather_mask takes a GatherMaskParams, got {type(params).__name__}")
+        self._mask_mode = "norm"       # GatherMask.md: the call leaves the mask mode Normal (Counter callers set it again)
         per_repeat = 256 // src0.dtype.itemsize
         user = isinstance(src1_pattern, LocalTensor)
         if user:
@@ -407,12 +422,22 @@ class SelectOps:
             lanes_per_repeat = per_repeat
             repeat = _whole("GatherMaskParams.repeat_times", params.repeat_times, 0, 255)
             block_stride, rep_stride = params.src0_block_stride, params.src0_repeat_stride
-        if reduce_mode:
+        if reduce_mode and self.hw.isa == "ascend310p":
+            # 配置方式二 (the 310P): `mask` elements in all, read contiguously
             n = repeat * lanes_per_repeat
             if n > src0.count:
                 self._rule(f"GatherMask reads {n} elements past '{src0.name}' ({src0.count})")
             offs = slice(0, n)
             read = (src0, src0.byte_offset, src0.byte_offset + n * src0.dtype.itemsize)
+        elif reduce_mode:
+            # 配置方式一 (the 910B): `mask` elements a repeat, placed by src0BlockStride within a
+            # repeat and src0RepeatStride between repeats, as in normal mode (GatherMask.md:
+            # "两种取值都支持：按需配置src0BlockStride、src0RepeatStride参数")
+            offs = footprint(src0, tuple(range(lanes_per_repeat)), repeat, params.src0_block_stride,
+                             params.src0_repeat_stride, "src0")
+            n = len(offs)
+            read = span_of(src0, offs)
+            offs = as_index(offs)
         else:
             offs = footprint(src0, _ALL_LANES[per_repeat], repeat, block_stride, rep_stride, "src0")
             n = len(offs)
@@ -420,7 +445,11 @@ class SelectOps:
             offs = as_index(offs)
         if user:
             words_per_repeat = -(-lanes_per_repeat // (8 * src1_pattern.dtype.itemsize))
-            step = params.src1_repeat_stride * 32 // src1_pattern.dtype.itemsize if not reduce_mode else words_per_repeat
+            # user patterns: repeat r reads from word r·src1RepeatStride blocks (both modes on the
+            # 910B, GatherMask.md: "迭代间间隔由src1RepeatStride决定，迭代内src1Pattern连续消耗");
+            # the 310P's single counter-mode pass consumes the pattern contiguously
+            step = words_per_repeat if reduce_mode and self.hw.isa == "ascend310p" \
+                else params.src1_repeat_stride * 32 // src1_pattern.dtype.itemsize
             need = (repeat - 1) * step + words_per_repeat if repeat else 0
             if need > src1_pattern.count:
                 self._rule(f"GatherMask pattern '{src1_pattern.name}' holds {src1_pattern.count} words; "
@@ -447,15 +476,20 @@ class SelectOps:
 
     def brcb(self, dst, src, repeat_time: int, params: BrcbRepeatParams):
         """``Brcb(dst, src, repeatTime, BrcbRepeatParams)``: for repeat i and j < 8, the 32-byte
-        block ``i*dstRepStride + j*dstBlkStride`` of dst is filled with src[8*i + j]."""
+        block ``i*dstRepStride + j*dstBlkStride`` of dst is filled with src[8*i + j]. Both
+        strides are uint16 (kernel_struct_brcb.h); src and dst may share a buffer but not bytes.
+        Model note: on the 310P a dstBlkStride other than 1 runs the header's scalar fallback (a
+        GetValue, an S_V flag and a one-block Duplicate per block: asc-devkit
+        impl/basic_api/dav_m200/kernel_operator_vec_brcb_impl.h, "only support for dstblockStride
+        = 1" on the vector path); its result is the same, its time is priced here as the vector
+        form (not modelled)."""
         need_local(dst, src)
         self._same_dtype("Brcb", dst, src)
         if dst.dtype.itemsize not in (2, 4):
             raise AscendCRuleError(f"Brcb broadcasts 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
         if not isinstance(params, BrcbRepeatParams):
             raise TypeError(f"brcb takes a BrcbRepeatParams, got {type(params).__name__}")
-        if dst.region is src.region:
-            self._rule("Brcb: src and dst must not be the same UB buffer")
+        self._check_dtype("Brcb", dst)
         repeat = self._check_repeat(repeat_time)
         if self.hw.isa == "ascend310p":
             self._need_scratch("Brcb on the 310P", "数据填充/Brcb.md")
@@ -469,7 +503,7 @@ class SelectOps:
             if type(blk) is int and type(rep) is int else None
         known = _BRCB_DST.get(key) if key is not None else None
         if known is None:
-            dst_off = footprint(dst, _ALL_LANES[8 * per_block], repeat, blk, rep, "dst")
+            dst_off = footprint(dst, _ALL_LANES[8 * per_block], repeat, blk, rep, "dst", 65535)   # uint16 fields
             known = (span_of(dst, dst_off), as_index(dst_off))
             if key is not None:
                 if len(_BRCB_DST) > 4096:
@@ -478,6 +512,15 @@ class SelectOps:
         (_, dst_lo, dst_hi), at = known
         self._count(max(8 * repeat, 1), src)
         lo = src.offset * src.dtype.itemsize
+        if dst.region is src.region and repeat:
+            # "不支持源操作数与目的操作数使用同一块内存地址" (Brcb.md): the same bytes, not the same
+            # TBuf — two non-overlapping parts of one buffer are fine (checked on the span from
+            # dst's first to last block: a source between strided blocks counts as overlapping)
+            s_lo, s_hi = lo, lo + 8 * repeat * src.dtype.itemsize
+            if s_lo < dst_hi and dst_lo < s_hi:
+                self._rule(f"Brcb: the source '{src.name}' (bytes {s_lo}..{s_hi} of its buffer) overlaps what "
+                           "it writes; Brcb.md: 不支持源操作数与目的操作数使用同一块内存地址. Put src and dst "
+                           "in different bytes (another buffer, or another part of this one)")
         self._vec("Brcb", "simple", repeat * 256, [(src, lo, lo + 8 * repeat * src.dtype.itemsize)],
                   [(dst, dst_lo, dst_hi)], 8 * repeat, repeats=repeat)
         if not self.timing_only and repeat:

@@ -63,11 +63,19 @@ class SortOps:
         self._require("Sort32")
         if src0.dtype != np.float32 or dst.dtype != np.float32:
             raise AscendCRuleError("Sort32 here sorts float32 scores into a float32 pair tensor "
-                                   f"(got src0 {src0.dtype.name}, dst {dst.dtype.name})")
+                                   f"(got src0 {src0.dtype.name}, dst {dst.dtype.name}); Sort32.md also lists "
+                                   "half on the A2 (score in the low 2 B of each 8-B pair), which npu_lab does "
+                                   "not model: Cast to float32 first")
         if src1.dtype != np.uint32:
             raise AscendCRuleError(f"Sort32's indices are uint32 (reinterpret_cast an int32 index tensor); "
                                    f"'{src1.name}' is {src1.dtype.name}")
         repeat = self._check_repeat(repeat_time)
+        for t in (src0, src1):          # each repeat's 32 scores / indices: 128 B, 128-B aligned
+            if t.ub_address % 128:
+                self._rule(f"Sort32: '{t.name}' starts at UB byte {t.ub_address}, not on a 128-byte boundary; "
+                           "each repeat reads 32 elements from a 128-byte aligned address (docs/zh/api/SIMD-API/"
+                           "基础API/Memory矢量计算/排序组合（ISASI）/Sort32.md: 每次迭代输入src0要求128字节对齐，"
+                           "src1要求128字节对齐). Start it at a multiple of 32 elements of a 128-B aligned buffer")
         if dst.ub_address % 256:
             self._rule(f"Sort32: dst '{dst.name}' must start on a 256-byte boundary (each repeat writes "
                        "256 bytes of pairs)")

@@ -23,6 +23,29 @@ import sys
 
 import numpy as np
 
+#: ``bfloat16_t``: numpy has no bfloat16, so a bfloat16 tensor is stored as uint16 bits
+#: (:func:`float_to_bfloat16` / :func:`bfloat16_to_float` convert, round to nearest even).
+BFLOAT16_STORAGE = np.dtype(np.uint16)
+
+
+def float_to_bfloat16(x) -> np.ndarray:
+    """float32 (or anything numpy turns into it) -> bfloat16 bits as uint16, rounding to nearest
+    even as the hardware's float -> bfloat16 CAST_RINT does (NaN stays a quiet NaN). The upper 16
+    bits of a float32 are a bfloat16: add 0x7FFF plus the kept part's last bit, then truncate."""
+    f = np.ascontiguousarray(np.asarray(x, np.float32))
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def bfloat16_to_float(bits) -> np.ndarray:
+    """bfloat16 bits (uint16) -> float32, exactly (bfloat16 is float32 with 16 fewer mantissa bits)."""
+    b = np.asarray(bits)
+    if b.dtype != np.uint16:
+        raise TypeError(f"bfloat16 values are stored as uint16 bits; got {b.dtype.name}")
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
 SUPPORTED_DTYPES = ("float32", "float16", "int32", "uint8", "int16", "uint16", "uint32", "int8", "uint64")
 
 _CHECKED_DTYPES: dict = {}
@@ -159,6 +182,44 @@ class GlobalTensor:
     def get_size(self) -> int:
         """``GetSize()``: elements from this address to the end of the buffer."""
         return self.size
+
+    @classmethod
+    def of(cls, dtype, name: str = "gm") -> "GlobalTensor":
+        """``GlobalTensor<T> xGm;`` — a tensor not yet bound to global memory (size 0): bind it
+        with :meth:`set_global_buffer`."""
+        return cls(None, 0, dtype, name)
+
+    def set_global_buffer(self, buffer: "GlobalTensor", buffer_size: int | None = None) -> "GlobalTensor":
+        """``SetGlobalBuffer(__gm__ T* buffer, uint64_t bufferSize)``: point this tensor at
+        ``buffer`` (a kernel argument, i.e. a GM_ADDR, or a view of one: ``x[block_idx * n]``)
+        with ``buffer_size`` elements; without a size ``GetSize()`` is 0 (the page:
+        "仅传入全局数据的指针，此时通过GetSize获取到的元素个数为0"). Source:
+        docs/zh/api/SIMD-API/基础API/数据结构/GlobalTensor/SetGlobalBuffer.md. The page leaves it to
+        the caller that the size stays inside the real data; on a device a larger size reads
+        and writes whatever lies beyond, so here it raises. Returns ``self``."""
+        if not isinstance(buffer, GlobalTensor):
+            raise TypeError(f"set_global_buffer takes the GM address (a GlobalTensor argument of the "
+                            f"kernel, or a view of one such as x[offset]); got {type(buffer).__name__}")
+        if buffer.dtype != self.dtype:
+            raise TypeError(f"set_global_buffer: '{self.name}' is a GlobalTensor<{self.dtype.name}> but the "
+                            f"buffer '{buffer.name}' holds {buffer.dtype.name}; C++ casts the pointer "
+                            f"((__gm__ {self.dtype.name}*)x): declare the GlobalTensor with that dtype")
+        if buffer_size is None:
+            size = 0
+        elif isinstance(buffer_size, (bool, np.bool_)) or not isinstance(buffer_size, numbers.Integral) \
+                or not 0 <= buffer_size < 2**64:
+            raise ValueError(f"set_global_buffer bufferSize is a uint64 element count, got {buffer_size!r}")
+        elif buffer_size > buffer.size:
+            raise ValueError(f"set_global_buffer('{buffer.name}', {buffer_size}): only {buffer.size} elements "
+                             f"of {buffer.dtype.name} lie behind that address; a device would let the "
+                             "kernel read and write past the data (SetGlobalBuffer.md: 需自行保证不会超出实际"
+                             f"数据的长度). Pass at most {buffer.size}")
+        else:
+            size = int(buffer_size)
+        self._base, self._offset, self.buffer, self.size = buffer._base, buffer._offset, buffer.buffer, size
+        if self.name == "gm":
+            self.name = buffer.name
+        return self
 
     def __getitem__(self, key) -> "GlobalTensor":
         off = _offset(key, self.size, self.name)
@@ -304,3 +365,15 @@ class LocalTensor:
 
     def __repr__(self) -> str:
         return f"LocalTensor('{self.name}', {self.count} x {self.dtype.name}, offset {self.offset})"
+
+
+def get_user_workspace(workspace: GlobalTensor) -> GlobalTensor:
+    """``GM_ADDR GetUserWorkspace(GM_ADDR workspace)``: the user's part of the workspace the host
+    passed (docs/zh/api/SIMD-API/基础API/资源管理/workspace/GetUserWorkspace.md). The workspace
+    holds a system part first only when a high-level API needs one (SetSysWorkSpace, e.g. Matmul);
+    npu_lab models none of those, so the system part is empty and the user part is the whole
+    buffer (the page: without HAVE_WORKSPACE the framework sets no system workspace)."""
+    if not isinstance(workspace, GlobalTensor):
+        raise TypeError(f"get_user_workspace takes the workspace GM_ADDR (a GlobalTensor kernel argument); "
+                        f"got {type(workspace).__name__}")
+    return workspace[0]

@@ -35,6 +35,17 @@ from .errors import AscendCRuleError
 from .tensor import LocalTensor
 
 MAX_REPEAT = 255
+
+
+class _MaskPlaceholder:
+    """``MASK_PLACEHOLDER``: the mask argument of a level-0 call whose mask comes from the mask
+    register (the isSetMask = false form, set by set_vector_mask / set_mask_count)."""
+
+    def __repr__(self) -> str:
+        return "MASK_PLACEHOLDER"
+
+
+MASK_PLACEHOLDER = _MaskPlaceholder()
 BLOCKS_PER_REPEAT = 8
 BLOCK_BYTES = 32
 
@@ -102,9 +113,47 @@ class RoundMode:
     CAST_ODD = "CAST_ODD"
 
 
+_MODES = (RoundMode.CAST_NONE, RoundMode.CAST_RINT, RoundMode.CAST_FLOOR, RoundMode.CAST_CEIL,
+          RoundMode.CAST_ROUND, RoundMode.CAST_TRUNC, RoundMode.CAST_ODD)
+
 _ROUND = {RoundMode.CAST_RINT: np.rint, RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
           RoundMode.CAST_ROUND: lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
           RoundMode.CAST_TRUNC: np.trunc}
+
+
+
+def round_float(x: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """``x`` (any float or int array whose values float64 holds exactly) rounded to the float
+    ``dtype`` by a Cast RoundMode, exactly: the nearest-even result of numpy's cast, moved to its
+    other neighbour (``nextafter``) where the mode says so. NaN stays NaN; past the largest finite
+    value the directed modes stop there or go to inf as IEEE does."""
+    v = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = v.astype(dtype)
+        if mode in (RoundMode.CAST_NONE, RoundMode.CAST_RINT):
+            return y
+        yb = y.astype(np.float64)
+        above, below = yb > v, yb < v                # the nearest-even result overshot / undershot
+        other = np.where(above, np.nextafter(y, dtype.type(-np.inf)), np.nextafter(y, dtype.type(np.inf)))
+        if mode == RoundMode.CAST_FLOOR:
+            move = above
+        elif mode == RoundMode.CAST_CEIL:
+            move = below
+        elif mode == RoundMode.CAST_TRUNC:
+            move = np.abs(yb) > np.abs(v)
+        elif mode == RoundMode.CAST_ROUND:           # ties away from zero
+            ob = other.astype(np.float64)
+            move = (above | below) & (np.abs(ob - v) == np.abs(yb - v)) & (np.abs(ob) > np.abs(yb))
+        elif mode == RoundMode.CAST_ODD:             # inexact: the neighbour whose last bit is 1
+            bits = y.view(np.uint16 if dtype.itemsize == 2 else np.uint32 if dtype.itemsize == 4 else np.uint64)
+            move = (above | below) & (bits & 1 == 0)
+        else:
+            raise AscendCRuleError(f"round_mode {mode!r} does not apply to a float result")
+    return np.where(move, other, y).astype(dtype)
+
+
+#: (isa, instruction, dtype) already found in the instruction's dtype list
+_DTYPE_OK: set = set()
 
 _BINARY = {"Add": (np.add, "simple"), "Sub": (np.subtract, "simple"), "Mul": (np.multiply, "simple"),
            "Div": (np.divide, "div"), "Max": (np.maximum, "simple"), "Min": (np.minimum, "simple")}
@@ -214,9 +263,12 @@ def as_index(off: np.ndarray):
     return off
 
 
-def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str) -> np.ndarray:
-    """Element offsets of operand ``t`` (checked to lie inside it)."""
-    blk_stride = _whole(f"{what} block stride", blk_stride, 0, 255)
+def footprint(t: LocalTensor, lanes, repeat: int, blk_stride: int, rep_stride: int, what: str,
+              blk_max: int = 255) -> np.ndarray:
+    """Element offsets of operand ``t`` (checked to lie inside it). ``blk_max``: the block
+    stride field's range (uint8 in BinaryRepeatParams, uint16 in UnaryRepeatParams and
+    BrcbRepeatParams: asc-devkit include/basic_api/kernel_struct_unary.h, kernel_struct_brcb.h)."""
+    blk_stride = _whole(f"{what} block stride", blk_stride, 0, blk_max)
     rep_stride = _whole(f"{what} repeat stride", rep_stride, 0, 65535)
     lanes = lanes if isinstance(lanes, tuple) else tuple(int(x) for x in lanes)
     off, last = _footprint(lanes, t.dtype.itemsize, repeat, blk_stride, rep_stride)
@@ -328,6 +380,19 @@ class VectorOps:
                 "form with a count")
         return _whole("repeat_time", repeat_time, 0, MAX_REPEAT)
 
+    def _check_dtype(self, name, t) -> None:
+        """``t``'s dtype is in the instruction's list for this chip (its page's 数据类型 section,
+        :data:`~npu_lab.capabilities.DTYPES`)."""
+        key = (self.hw.isa, name, t.dtype)
+        if key in _DTYPE_OK:
+            return
+        from ..capabilities import dtype_reason
+
+        why = dtype_reason(self.hw.isa, name, t.dtype.name)
+        if why:
+            self._rule(f"{self.hw.name}: {why}; '{t.name}' is {t.dtype.name}")
+        _DTYPE_OK.add(key)
+
     def _check_float(self, name, *tensors):
         for t in tensors:
             if t.dtype.kind != "f":
@@ -351,12 +416,21 @@ class VectorOps:
             raise AscendCRuleError(f"{name}: operands must share one dtype; got "
                                    f"{', '.join(f'{t.name}:{t.dtype.name}' for t in tensors)}: {fix}")
 
-    def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides):
-        """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src."""
+    def _level0(self, name, kind, fn, dst, srcs, mask, repeat_time, strides, blk_max=255):
+        """Run a level-0 instruction: ``strides`` = [(blk, rep)] for dst then each src; block
+        strides up to ``blk_max`` (the params struct's field width; fixed per instruction name,
+        so the plan cache needs no key for it)."""
+        if mask is MASK_PLACEHOLDER:
+            return self._level0_set_mask(name, kind, fn, dst, srcs, repeat_time, strides, blk_max)
+        if self._mask_mode != "norm":
+            self._rule(f"{name} with an explicit mask while the mask mode is Counter (set_mask_count): the "
+                       "instruction would read its mask as an element count. Pass MASK_PLACEHOLDER (the "
+                       "isSetMask=false form) or call set_mask_norm() first (掩码操作/SetMaskCount.md: 使用完之后"
+                       "调用SetMaskNorm将Mask模式恢复为Normal模式)")
         key = _plan_key(name, dst, srcs, mask, repeat_time, strides)
         plan = _PLANS.get(key) if key is not None else None
         if plan is None:
-            plan = self._level0_plan(name, dst, srcs, mask, repeat_time, strides)
+            plan = self._level0_plan(name, dst, srcs, mask, repeat_time, strides, blk_max)
             if key is not None:
                 if len(_PLANS) > 8192:
                     _PLANS.clear()
@@ -377,7 +451,70 @@ class VectorOps:
             result = np.asarray(result).astype(dst.dtype, copy=False)
         dst.data[dst_at] = result
 
-    def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides) -> tuple:
+    # ---- mask registers: SetMaskCount / SetMaskNorm / SetVectorMask (Memory矢量计算/掩码操作/) ------
+    _mask_mode = "norm"            # the default (SetMaskNorm.md: 该模式为系统默认模式)
+    _vector_mask = None            # what SetVectorMask last set: an int (len) or (mask_high, mask_low)
+
+    def set_mask_count(self) -> None:
+        """``SetMaskCount()``: Counter mode — a level-0 call given ``MASK_PLACEHOLDER`` processes
+        the ``len`` elements of :meth:`set_vector_mask` in all, its repeat count inferred by the
+        vector unit (repeatTime ignored), the last repeat partial (掩码操作/SetMaskCount.md)."""
+        self._mask_mode = "count"
+        self.scalar("SetMaskCount", ops=1)
+
+    def set_mask_norm(self) -> None:
+        """``SetMaskNorm()``: back to Normal mode (the default; 掩码操作/SetMaskNorm.md)."""
+        self._mask_mode = "norm"
+        self.scalar("SetMaskNorm", ops=1)
+
+    def set_vector_mask(self, *args) -> None:
+        """``SetVectorMask(len)`` or ``SetVectorMask(maskHigh, maskLow)`` (掩码操作/SetVectorMask.md):
+        Normal mode: the mask every ``MASK_PLACEHOLDER`` level-0 call uses (len = the first len
+        lanes, or the two uint64 bit words); Counter mode: ``len`` = elements in all. Charged as
+        one scalar op (a register write; the page gives no cost)."""
+        if len(args) == 1:
+            value = _whole("SetVectorMask len", args[0], 0, 2**31 - 1)
+        elif len(args) == 2:
+            value = tuple(_whole("SetVectorMask mask word", a, 0, 2**64 - 1) for a in args)
+        else:
+            raise TypeError("set_vector_mask takes (len) or (mask_high, mask_low)")
+        self._vector_mask = value
+        self.scalar("SetVectorMask", ops=1)
+
+    def _level0_set_mask(self, name, kind, fn, dst, srcs, repeat_time, strides, blk_max):
+        """A level-0 call with MASK_PLACEHOLDER: the mask (and in Counter mode the count) come from
+        the registers set by set_vector_mask / set_mask_count."""
+        value = self._vector_mask
+        if value is None:
+            self._rule(f"{name} with MASK_PLACEHOLDER reads the mask register, but set_vector_mask was never "
+                       "called: call set_vector_mask(len) (or (mask_high, mask_low)) first (SetVectorMask.md)")
+        if self._mask_mode == "norm":
+            mask = value if isinstance(value, int) else [value[1], value[0]]
+            return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides, blk_max)
+        if not isinstance(value, int):
+            self._rule(f"{name} in Counter mode takes the element count from SetVectorMask(len); the mask "
+                       "register holds two bit words (SetVectorMask(maskHigh, maskLow)). Call set_vector_mask(len)")
+        total = value
+        per = 256 // dst.dtype.itemsize
+        repeat = -(-total // per)
+        lanes = tuple(range(per))
+        offs = []
+        for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1")):
+            b = _whole(f"{role} block stride", b, 0, blk_max)
+            r = _whole(f"{name} {role} repeat stride (uint8 in the repeat params)", r, 0, 255)
+            off = _footprint(lanes, t.dtype.itemsize, repeat, b, r)[0][:total]
+            if len(off) and int(off.max()) >= t.count:
+                self._rule(f"{name} in Counter mode over {total} elements: {role} '{t.name}' would be read or "
+                           f"written up to element {int(off.max())}, past its {t.count}")
+            offs.append(off)
+        reads = [span_of(t, o) for t, o in zip(srcs, offs[1:])]
+        self._vec(name, kind, repeat * 256, reads, [span_of(dst, offs[0])], total, repeats=repeat)
+        if self.timing_only or total == 0:
+            return
+        result = fn(*[t.data[o] for t, o in zip(srcs, offs[1:])])
+        dst.data[offs[0]] = np.asarray(result).astype(dst.dtype, copy=False)
+
+    def _level0_plan(self, name, dst, srcs, mask, repeat_time, strides, blk_max=255) -> tuple:
         """Check a level-0 instruction's arguments; returns (repeat, elements, per source its
         (byte lo, byte hi), dst byte lo, dst byte hi, per source its index, dst index) — a
         function of the arguments, the operands' dtypes, offsets and counts only (see _plan_key)."""
@@ -390,7 +527,7 @@ class VectorOps:
                 self._rule(f"{name} {role} repeat stride (uint8 in the repeat params) must be a whole number "
                            f"0..255, got {rep}: the field would keep only {rep % 256} (its low 8 bits). "
                            "Issue one instruction per row instead, or lay the rows out closer together")
-        offs = [footprint(t, lanes, repeat, b, r, role)
+        offs = [footprint(t, lanes, repeat, b, r, role, blk_max)
                 for t, (b, r), role in zip((dst, *srcs), strides, ("dst", "src0", "src1"))]
         src_spans = tuple(span_of(t, o)[1:] for t, o in zip(srcs, offs[1:]))
         _, dst_lo, dst_hi = span_of(dst, offs[0])
@@ -422,6 +559,7 @@ class VectorOps:
         if name in _FLOAT_ONLY:
             self._check_float(name, dst, *srcs)
         self._same_dtype(name, dst, *srcs)
+        self._check_dtype(name, dst)
         if len(args) == 1:
             return self._tensor_form(name, kind, fn, dst, srcs, args[0])
         if len(args) == 3:
@@ -432,9 +570,10 @@ class VectorOps:
                 strides = [(params.dst_blk_stride, params.dst_rep_stride),
                            (params.src0_blk_stride, params.src0_rep_stride),
                            (params.src1_blk_stride, params.src1_rep_stride)]
-            else:
+            else:          # UnaryRepeatParams: uint16 block strides (kernel_struct_unary.h)
                 strides = [(params.dst_blk_stride, params.dst_rep_stride),
                            (params.src_blk_stride, params.src_rep_stride)]
+                return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides, 65535)
             return self._level0(name, kind, fn, dst, srcs, mask, repeat_time, strides)
         raise TypeError(f"{name} takes (..., count) or (..., mask, repeat_time, "
                         f"{params_type.__name__}); got {len(args)} trailing argument(s)")
@@ -501,51 +640,197 @@ class VectorOps:
         """``Exp``: dst = exp(src), exact (priced by ``vector_exp_cycles_per_repeat``)."""
         self._dispatch("Exp", "exp", np.exp, dst, (src,), args, UnaryRepeatParams)
 
+    # the unary instructions of 基础算术/ (tensor form or level-0 with UnaryRepeatParams). Costs,
+    # from docs/zh/api/附录/Vector指令理论性能汇总.md (element/cycle): Abs, Reciprocal, Relu 128 half
+    # / 64 float — one 256-byte repeat a cycle, the "simple" rate; Sqrt and Ln 32 (half, float),
+    # the same as Exp — priced with Exp's cost field (vector_exp_cycles_per_repeat)
+    def relu(self, dst, src, *args):
+        """``Relu``: dst = max(src, 0) (half, int32, float; 基础算术/Relu.md)."""
+        self._unary("Relu", "simple", lambda x: np.maximum(x, x.dtype.type(0)), dst, src, args)
+
+    def abs(self, dst, src, *args):
+        """``Abs``: dst = |src| (half, float; 基础算术/Abs.md)."""
+        self._unary("Abs", "simple", np.abs, dst, src, args)
+
+    def sqrt(self, dst, src, *args):
+        """``Sqrt``: dst = sqrt(src) (half, float; 基础算术/Sqrt.md; NaN below 0, as numpy)."""
+        self._unary("Sqrt", "exp", np.sqrt, dst, src, args)
+
+    def ln(self, dst, src, *args):
+        """``Ln``: dst = ln(src) (half, float; 基础算术/Ln.md; −inf at 0, NaN below, as numpy)."""
+        self._unary("Ln", "exp", np.log, dst, src, args)
+
+    def reciprocal(self, dst, src, *args):
+        """``Reciprocal``: dst = 1 / src (half, float; 基础算术/Reciprocal.md). Model note:
+        computed exactly (numpy); the page does not state the hardware's precision."""
+        self._unary("Reciprocal", "simple", lambda x: np.reciprocal(x), dst, src, args)
+
+    def _unary(self, name, kind, fn, dst, src, args):
+        self._same_dtype(name, dst, src)
+        self._dispatch(name, kind, fn, dst, (src,), args, UnaryRepeatParams)
+
+    def gather(self, dst, src, src_offset, src_base_addr: int, count: int):
+        """``Gather(dst, src, srcOffset, srcBaseAddr, count)`` (离散与聚合/Gather.md, tensor
+        form): dst[i] = src[(srcBaseAddr + srcOffset[i]) / sizeof(T)], offsets in **bytes**
+        (uint32). Offsets must be whole elements apart and inside ``src`` (on a device a stray
+        offset reads whatever lies there; here it raises). Cost: the published 5 elements a
+        cycle (Vector指令理论性能汇总.md, 表15) plus one issue."""
+        need_local(dst, src, src_offset)
+        self._same_dtype("Gather", dst, src)
+        self._check_dtype("Gather", dst)
+        if src_offset.dtype != np.uint32:
+            self._rule(f"Gather's srcOffset is a uint32 tensor of byte offsets (Gather.md); '{src_offset.name}' "
+                       f"is {src_offset.dtype.name}")
+        size = src.dtype.itemsize
+        base = _whole("Gather srcBaseAddr (bytes)", src_base_addr, 0, 2**32 - 1)
+        if base % size:
+            self._rule(f"Gather srcBaseAddr={base} B is not a multiple of sizeof({src.dtype.name}) = {size}; "
+                       "Gather.md: 取值应保证src元素类型位宽对齐，否则数据发生错位")
+        n = self._count(count, dst, src_offset)
+        cycles = math.ceil(self.hw.vector_issue_cycles + n / 5)
+        lo = dst.offset * size
+        self._exec("V", f"Gather x{n}", cycles,
+                   [(src, src.offset * size, (src.offset + src.count) * size),
+                    (src_offset, src_offset.offset * 4, (src_offset.offset + n) * 4)],
+                   [(dst, lo, lo + n * size)], nbytes=n * size, elements=n)
+        if self.timing_only:
+            return
+        byte = base + src_offset.data[:n].astype(np.int64)
+        if (byte % size).any() or (byte // size >= src.count).any():
+            bad = int(np.flatnonzero((byte % size != 0) | (byte // size >= src.count))[0])
+            self._rule(f"Gather: srcBaseAddr + srcOffset[{bad}] = {int(byte[bad])} B is not a whole "
+                       f"{src.dtype.name} inside '{src.name}' ({src.count} elements); on the device it reads "
+                       "misaligned or out-of-buffer data")
+        dst.data[:n] = src.data[byte // size]
+
+    def transpose(self, dst, src):
+        """``Transpose(dst, src)`` — the plain form (数据排布转换/Transpose.md): one 16x16 block of
+        two-byte elements (uint16, int16, half), dst = src.T. dst and src must not be the same
+        bytes (the model copies; on the device an in-place transpose overwrites its input).
+        Cost: 512 bytes at the published 256 bytes a cycle (Vector指令理论性能汇总.md): two
+        repeats at the simple rate."""
+        need_local(dst, src)
+        self._same_dtype("Transpose", dst, src)
+        self._check_dtype("Transpose", dst)
+        self._count(256, dst, src)
+        if dst.region is src.region and abs(dst.offset - src.offset) < 256:
+            self._rule("Transpose: src and dst overlap; the 16x16 transpose reads every element of src after "
+                       "writing some of dst. Use two buffers")
+        lo_s, lo_d = src.offset * 2, dst.offset * 2
+        self._vec("Transpose", "simple", 512, [(src, lo_s, lo_s + 512)], [(dst, lo_d, lo_d + 512)], 256)
+        if not self.timing_only:
+            dst.data[:256] = src.data[:256].reshape(16, 16).T.ravel()
+
     def shift_left(self, dst, src, scalar_value: int, *args):
         """``ShiftLeft``: dst = src << scalar_value on integers."""
         need_local(src)
         if src.dtype.kind not in "iu":
             raise AscendCRuleError(f"shift_left works on integer tensors; '{src.name}' is {src.dtype.name}")
         self._require("ShiftLeft")
-        bits = _whole("shift_left scalar_value", scalar_value, 0, 8 * src.dtype.itemsize - 1)
+        self._check_dtype("ShiftLeft", src)
+        # ShiftLeft.md (A2): scalarValue in [0, 16] for 16-bit, [0, 32] for 32-bit types. A shift
+        # by the full width gives 0 here (assumed: the page allows it without saying the result;
+        # a logical shift that wide clears every bit)
+        bits = _whole(f"ShiftLeft scalarValue (0..{8 * src.dtype.itemsize} for {src.dtype.name}, "
+                      "逻辑计算/ShiftLeft.md)", scalar_value, 0, 8 * src.dtype.itemsize)
+        if bits == 8 * src.dtype.itemsize:
+            return self._dispatch("ShiftLeft", "simple", lambda x: np.zeros_like(x), dst, (src,), args,
+                                  UnaryRepeatParams)
         self._dispatch("ShiftLeft", "simple", lambda x: np.left_shift(x, bits), dst, (src,), args,
                        UnaryRepeatParams)
 
     def cast(self, dst, src, round_mode: str, count):
-        """``Cast(dst, src, RoundMode, count)``: convert to dst's dtype. float→int rounds by
-        ``round_mode`` (CAST_RINT to nearest even, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC);
-        widening conversions take CAST_NONE."""
+        """``Cast(dst, src, RoundMode, count)``: convert to dst's dtype, rounding by ``round_mode``.
+
+        The (src, dst) pair and the mode must be in the chip's table of 类型转换/Cast.md
+        (:data:`~npu_lab.capabilities.CAST_MODES`; e.g. float32 -> float16 allows every mode on
+        the 910B, only CAST_ODD / CAST_NONE on the 310P). Semantics (Cast.md's RoundMode enum):
+        CAST_NONE rounds to nearest even where the conversion loses precision; CAST_RINT nearest
+        even, CAST_FLOOR toward −inf, CAST_CEIL toward +inf, CAST_ROUND nearest with ties away
+        from zero, CAST_TRUNC toward zero, CAST_ODD to the neighbour with an odd last mantissa
+        bit when inexact (von Neumann). To an integer type they round to an integer; float32 ->
+        float32 rounds to an integral float; to a narrower float (float32 -> float16, int32 ->
+        float32) they pick the float neighbour exactly (float64 arithmetic and ``nextafter``).
+        int32 -> half takes no mode: the value is multiplied by the half scale of
+        :meth:`set_deq_scale` first (Cast.md: "与SetDeqScale(half scale)接口配合使用"), a rule
+        error without one. Simplified: out-of-range float -> int follows numpy, not the
+        hardware's saturation (not published here)."""
+        from ..capabilities import DEQ, cast_modes
+
         need_local(dst, src)
-        if round_mode not in (*_ROUND, RoundMode.CAST_NONE, RoundMode.CAST_ODD):
+        if round_mode not in _MODES:
             raise AscendCRuleError(f"round_mode must be a RoundMode (CAST_NONE, CAST_RINT, CAST_FLOOR, "
                                    f"CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD), got {round_mode!r}")
-        to_int = dst.dtype.kind in "iu" and src.dtype.kind == "f"
-        if to_int and round_mode not in _ROUND:
-            raise AscendCRuleError(f"cast {src.dtype.name} -> {dst.dtype.name} must say how to round "
-                                   "(CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND or CAST_TRUNC)")
         self._require(f"Cast {src.dtype.name}->{dst.dtype.name}")
-        fn = _ROUND[round_mode] if to_int else (lambda x: x)
+        allowed = cast_modes(self.hw.isa, src.dtype.name, dst.dtype.name)
+        page = "docs/zh/api/SIMD-API/基础API/Memory矢量计算/类型转换/Cast.md"
+        if allowed is None:
+            from ..capabilities import CAST_MODES
+
+            pairs = ", ".join(f"{a}->{b}" for a, b in CAST_MODES.get(self.hw.isa, {}) if a == src.dtype.name)
+            self._rule(f"Cast {src.dtype.name} -> {dst.dtype.name} is not in {self.hw.name}'s table of "
+                       f"supported conversions ({page}); from {src.dtype.name} it has: {pairs or 'none'}. "
+                       "Convert in two steps through a listed type")
+        deq = None
+        if allowed is DEQ:
+            deq = getattr(self, "_deq_scale", None)
+            if deq is None:
+                self._rule(f"Cast int32 -> float16 scales by the DEQSCALE register: call "
+                           f"set_deq_scale(half_scale) first ({page}: 'int32_t到half数据类型的转换，设置舍入模式"
+                           "无效，需要与SetDeqScale接口配合使用'; 类型转换辅助配置接口/SetDeqScale.md)")
+        elif round_mode not in allowed:
+            self._rule(f"Cast {src.dtype.name} -> {dst.dtype.name} on {self.hw.name} allows "
+                       f"{', '.join(allowed)} ({page}, this chip's table); got {round_mode}. Pick one of those")
+        dst_dtype = dst.dtype
+        if deq is not None:
+            fn = lambda x: (x.astype(np.float64) * deq).astype(np.float16)
+        elif dst_dtype.kind in "iu":
+            fn = _ROUND[RoundMode.CAST_RINT if round_mode == RoundMode.CAST_NONE else round_mode]
+        elif src.dtype == dst_dtype:                 # float -> float: to an integral value
+            fn = lambda x: _ROUND[round_mode](x)
+        else:
+            fn = lambda x: round_float(x, dst_dtype, round_mode)
         self._tensor_form("Cast", "simple", fn, dst, (src,), count)
+
+    def set_deq_scale(self, scale) -> None:
+        """``SetDeqScale(half scale)``: the DEQSCALE register that Cast int32 -> half multiplies
+        by (类型转换辅助配置接口/SetDeqScale.md; bits 0..15 hold a half). A register write on the
+        scalar unit: charged as one scalar op (the model; the page gives no cost)."""
+        if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, np.floating)):
+            raise TypeError(f"set_deq_scale takes a half scale (a number), got {type(scale).__name__}")
+        with np.errstate(over="ignore"):
+            half = np.float16(scale)
+        if not np.isfinite(half):
+            raise AscendCRuleError(f"SetDeqScale's scale is a half: {scale!r} is not a finite half "
+                                   "(|scale| <= 65504)")
+        self._require("SetDeqScale")
+        self.scalar("SetDeqScale", ops=1)
+        self._deq_scale = float(half)
 
     # ---- fill / copy ----------------------------------------------------------------------
     def duplicate(self, dst, scalar, *args):
         """``Duplicate(dst, scalar, count)`` or ``Duplicate(dst, scalar, mask, repeatTime,
         dstBlockStride, dstRepeatStride)``: fill with a scalar."""
         need_local(dst)
+        self._check_dtype("Duplicate", dst)
         value = np.asarray(scalar_operand("Duplicate", scalar, dst.dtype)).astype(dst.dtype)
         if len(args) == 1:
             return self._tensor_form("Duplicate", "simple", lambda: value, dst, (), args[0])
         if len(args) == 4:
             mask, repeat_time, blk, rep = args
-            return self._level0("Duplicate", "simple", lambda: value, dst, (), mask, repeat_time, [(blk, rep)])
+            # Duplicate's dstBlockStride is a uint16_t (Duplicate.md)
+            return self._level0("Duplicate", "simple", lambda: value, dst, (), mask, repeat_time, [(blk, rep)],
+                                65535)
         raise TypeError("duplicate takes (dst, scalar, count) or (dst, scalar, mask, repeat_time, "
                         f"dst_block_stride, dst_repeat_stride); got {len(args)} trailing argument(s)")
 
     def copy(self, dst, src, mask, repeat_time, repeat_params: CopyRepeatParams):
         """``Copy(dst, src, mask, repeatTime, CopyRepeatParams)``: a vector UB→UB copy (level-0
-        only), 16- or 32-bit types. With ``src_stride=0`` every block of a repeat reads the same
+        only), 16- or 32-bit types. Not on the 310P's AI core (Copy（UBToUB掩码式高维数据搬运）.md;
+        dav_m200/kernel_operator_data_copy_impl.h): a CapabilityError there. With ``src_stride=0`` every block of a repeat reads the same
         source block (a per-row broadcast after ``Brcb``)."""
         need_local(dst, src)
+        self._require("Copy")                  # the 310P's AI core has no vector Copy (capabilities)
         self._same_dtype("Copy", dst, src)
         if dst.dtype.itemsize not in (2, 4):
             raise AscendCRuleError(f"Copy moves 16- or 32-bit elements; '{dst.name}' is {dst.dtype.name}")
@@ -556,8 +841,10 @@ class VectorOps:
                      [(p.dst_stride, p.dst_repeat_size), (p.src_stride, p.src_repeat_size)])
 
     def create_vec_index(self, dst, first_value, count):
-        """``CreateVecIndex(dst, firstValue, count)``: dst[i] = first_value + i."""
+        """``CreateVecIndex(dst, firstValue, count)``: dst[i] = first_value + i (int16, half,
+        int32, float: 数据填充/CreateVecIndex.md)."""
         need_local(dst)
+        self._check_dtype("CreateVecIndex", dst)
         scalar_operand("CreateVecIndex", first_value, dst.dtype)
         n = self._count(count, dst)
         self._tensor_form("CreateVecIndex", "simple",

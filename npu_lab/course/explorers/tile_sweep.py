@@ -248,7 +248,7 @@ class TileSweepExplorer(_Explorer):
         row = self._current_row(result, ts)
         verdict, evidence = result.timeline.bottleneck()
         text = (f"tileS={ts}: {row['latency_us']:.1f} us, {row['blocks']} blocks, "
-                f"UB {row['ub_used_kb']:.2f} KB of {hw.ub_bytes // 1024} KB, "
+                f"UB {row['ub_used_kb']:.2f} KB of {hw.ub_usable_bytes / 1024:.2f} KB usable, "
                 f"core utilisation {row['core_utilisation']:.0%}, {verdict}-bound")
         if result.tiling is not None and result.tiling.tileS != ts:
             text += f" (tileS clamped to S={result.tiling.tileS})"

@@ -130,7 +130,7 @@ class UbBudgetExplorer(_Explorer):
         except _EXPECTED_ERRORS as exc:
             self.error = str(exc)
             tiling = None
-        ub_kb = hw.ub_bytes / 1024
+        ub_kb = hw.ub_usable_bytes / 1024
         with self.figure.batch_update():
             if tiling is None:
                 for trace in self.figure.data:
@@ -141,11 +141,11 @@ class UbBudgetExplorer(_Explorer):
             # layout only where it changed: a relayout costs the browser a redraw of the axes, a
             # slider move over E alone changes the bars (trace data) and the title
             lay = self.figure.layout
-            same = hw.ub_bytes == ARTICLE_UB_BYTES
+            same = hw.ub_usable_bytes == ARTICLE_UB_BYTES
             if lay.shapes[0].x0 != ub_kb:
                 lay.shapes[0].x0 = lay.shapes[0].x1 = ub_kb
                 lay.annotations[0].x = ub_kb
-            label = f"{hw.name} UB {ub_kb:.0f} KB" + (" = the article's assumption" if same else "")
+            label = f"{hw.name} usable UB {ub_kb:.2f} KB" + (" = the article's assumption" if same else "")
             if lay.annotations[0].text != label:
                 lay.annotations[0].text = label
                 lay.annotations[1].text = "" if same else "article: 256 KB"
@@ -163,7 +163,7 @@ class UbBudgetExplorer(_Explorer):
         self._describe(tiling, version, hw)
 
     def _x_range(self, tiling, version: str, hw: HardwareSpec) -> list[float]:
-        full = max(hw.ub_bytes, ARTICLE_UB_BYTES) / 1024 * 1.08
+        full = max(hw.ub_usable_bytes, ARTICLE_UB_BYTES) / 1024 * 1.08
         if not self.zoom.value or tiling is None:
             return [0, full]
         used = ub_used_bytes(tiling, version)
@@ -185,8 +185,8 @@ class UbBudgetExplorer(_Explorer):
                                f" = {b.total_bytes:,} B ({T} points)" for b, T in zip(bufs, points)]
         used = [sum(b.total_bytes for b in host.values()), sum(b.total_bytes for b in most.values())]
         free = self.figure.data[self.TRACE_FREE]
-        free.x = [max(0, hw.ub_bytes - u) / 1024 for u in used]
-        free.hovertext = [f"free: {hw.ub_bytes - u:,} B of {hw.ub_bytes:,} B ({u / hw.ub_bytes:.1%} used)"
+        free.x = [max(0, hw.ub_usable_bytes - u) / 1024 for u in used]
+        free.hovertext = [f"free: {hw.ub_usable_bytes - u:,} B of {hw.ub_usable_bytes:,} B ({u / hw.ub_usable_bytes:.1%} used)"
                           for u in used]
         est = article_ub_estimate_bytes(tiling.tileBS, E, K, ub_assumed_bytes=None)
         art = self.figure.data[self.TRACE_ARTICLE]
@@ -197,7 +197,7 @@ class UbBudgetExplorer(_Explorer):
         used = ub_used_bytes(tiling, version)
         self.status.value = (
             f"<b>tileS={tiling.tileS} by the host rule ({tiling.totalTiles} tiles); {version} holds "
-            f"{used / 1024:.2f} KB of {hw.ub_bytes // 1024} KB UB ({used / hw.ub_bytes:.1%}); "
+            f"{used / 1024:.2f} KB of {hw.ub_usable_bytes / 1024:.2f} KB usable UB ({used / hw.ub_usable_bytes:.1%}); "
             f"at most {tiling.ubCapacity} points fit (ubCapacity)</b>")
         packed = tiling.pack()
         round_trip = MoeGatingTiling.unpack(packed) == tiling
@@ -226,7 +226,7 @@ class UbBudgetExplorer(_Explorer):
             f"formula: {tiling.tileBS} \u00d7 ({tiling.E}\u00b74 + {tiling.K}\u00b78) = {b['formula']:,} B "
             f"({b['formula'] / 1024:.2f} KB)<br>honest {version} budget: {b['total']:,} B "
             f"({b['total'] / 1024:.2f} KB) = {b['total'] / b['formula']:.2f}\u00d7 the formula: "
-            f"{', '.join(parts)}.<br>{their_rule} The {hw.name} has {hw.ub_bytes // 1024} KB, "
+            f"{', '.join(parts)}.<br>{their_rule} The {hw.name} has {hw.ub_usable_bytes / 1024:.2f} KB usable, "
             "not 256.</div></div>")
 
 

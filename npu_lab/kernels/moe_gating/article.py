@@ -264,7 +264,7 @@ def _exp_kernel(ctx, count: int, fast: bool):
 def exp_speedup(hw="ascend-910b2", count: int = 4096) -> float:
     """Vector time of the exact Exp over the polynomial exp on ``count`` floats (one core)."""
     hw = get_preset(hw)
-    largest = (hw.ub_bytes // (5 * 4)) // 8 * 8 - 8   # x, y and 3 floats of scratch per element (32-B parts)
+    largest = (hw.ub_usable_bytes // (5 * 4)) // 8 * 8 - 8   # x, y and 3 floats of scratch per element (32-B parts)
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= largest:
         raise ValueError(f"count must be a whole number from 1 to {largest} (what fits {hw.name}'s UB "
                          f"with the fast exp's scratch); got {count!r}")

@@ -487,7 +487,7 @@ def run_discrete_chain(logits_gm: GlobalTensor, indices_gm: GlobalTensor, weight
     values [N, K]) are written to global memory; one L2Cache carried through the three launches
     serves the next launch's reads of them from L2 when they fit (npu_lab.sim.l2), from HBM
     otherwise. ``l2``: the chip's L2 as earlier launches left it (None: cold)."""
-    t = generic_row_tiling(N, E, K, hw.ub_bytes)
+    t = generic_row_tiling(N, E, K, hw.ub_usable_bytes)
     block_dim = min(hw.vector_cores, t.tiles)
     probs = GlobalTensor.empty(N * E, np.float32, "probs", timing_only)
     values = GlobalTensor.empty(N * K, np.float32, "topk_values", timing_only)

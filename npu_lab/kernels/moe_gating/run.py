@@ -48,7 +48,8 @@ _BUDGET_VERSION = {"v1": "v1", "v2": "v2", "v2_bad_sync": "v2_bad_sync", "v2c": 
 
 #: instructions a version issues whatever the shape (checked against the chip before a launch)
 ALWAYS_NEEDS = {"v1": ("DataCopyPad",), "v2": ("DataCopyPad",), "v2_bad_sync": ("DataCopyPad",),
-                "v3_fast_exp": ("Cast float32->int32", "ShiftLeft"),
+                "v3": ("Copy",),                  # the bit-masked Copy writing column k (310P: none)
+                "v3_fast_exp": ("Copy", "Cast float32->int32", "ShiftLeft"),
                 "v4": ("DataCopyPad", "Sort32", "MrgSort")}
 
 
@@ -107,7 +108,7 @@ def default_tile_s(B: int, S: int, E: int, K: int, version: str, hw) -> int | No
     tile = nearest_bucket_tile_s(B * S, E, K, version, hw.name)
     if tile is None:
         return None
-    capacity = moe_ub_capacity(_BUDGET_VERSION[version], E, K, hw.ub_bytes, hw.block_bytes)
+    capacity = moe_ub_capacity(_BUDGET_VERSION[version], E, K, hw.ub_usable_bytes, hw.block_bytes)
     if capacity < 1:
         return None                       # the host rule raises, saying why
     return max(1, min(tile, S, capacity))
@@ -158,7 +159,7 @@ def plan_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="
         if B * S > INT32_MAX:
             raise ValueError(f"the discrete chain's row tiling holds N = B·S in an int32 field: B·S = {B * S:,} "
                              f"is more than {INT32_MAX:,}; use a smaller B or S")
-        t = generic_row_tiling(B * S, E, K, hw.ub_bytes)
+        t = generic_row_tiling(B * S, E, K, hw.ub_usable_bytes)
         if t.tiles > MAX_TILES:
             raise TooManyTilesError(f"the discrete chain cuts B·S = {B * S:,} rows into {t.tiles:,} tiles of {t.rows} rows, "
                              f"more than the simulator's limit of {MAX_TILES:,} "

@@ -279,11 +279,11 @@ def calculate_moe_gating_v4_tiling(B: int, S: int, E: int, K: int, hw: HardwareS
     ub_former = 0
     for ub_outer in range(1, block_former + 1):
         rows = _ceil_div(block_former, ub_outer)
-        if _rows_fit(rows, E, K, hw.ub_bytes, dt):
+        if _rows_fit(rows, E, K, hw.ub_usable_bytes, dt):
             ub_former = rows
             break
     if ub_former == 0:
-        raise UbBudgetError(f"v4: not even one row of E={E} fits {hw.name}'s UB of {hw.ub_bytes} B "
+        raise UbBudgetError(f"v4: not even one row of E={E} fits {hw.name}'s UB of {hw.ub_usable_bytes} B "
                             f"(one row needs {moe_gating_v4_ub_bytes(1, E, K, dt)} B)")
     loops_f = _ceil_div(block_former, ub_former)
     loops_t = _ceil_div(block_tail, ub_former)

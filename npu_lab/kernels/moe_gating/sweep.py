@@ -209,6 +209,6 @@ def lookup_tile_s(S: int, E: int, K: int, version: str = "v3", chip: str = "asce
                          "autotune(...) for this shape, or write_bucket_table(version, chip) first.")
     # never more than the shape or the UB allows
     budget_version = "v3" if version.startswith("v3") else version
-    capacity = moe_ub_capacity(budget_version, E, K, hw.ub_bytes, hw.block_bytes)
+    capacity = moe_ub_capacity(budget_version, E, K, hw.ub_usable_bytes, hw.block_bytes)
     tiling, _ = plan_moe_gating(1, S, E, K, version=version, hw=hw, tile_s=max(1, min(tile, S, capacity)))
     return tiling.tileS

@@ -173,7 +173,10 @@ def _check_hw(hw) -> tuple[str, int, int]:
             "hw must be a HardwareSpec (e.g. npu_lab.hardware.get_preset('ascend-910b2')); "
             f"got {type(hw).__name__} without {', '.join(missing)}"
         )
-    return (str(hw.name), _check_int("hw.ub_bytes", hw.ub_bytes),
+    # the UB a kernel may allocate (HardwareSpec.ub_usable_bytes: minus the framework's 256 B and
+    # Ascend C's 8 KB reserve); a duck-typed hw without it is taken as all usable
+    usable = getattr(hw, "ub_usable_bytes", None)
+    return (str(hw.name), _check_int("hw.ub_usable_bytes", hw.ub_bytes if usable is None else usable),
             _check_int("hw.block_bytes", hw.block_bytes))
 
 
@@ -184,19 +187,20 @@ def calculate_moe_gating_tiling(B: int, S: int, E: int, K: int, hw, *, version: 
 
     * ``tileB = 1`` (one batch row per tile);
     * ``tileS`` starts at ``tile_s_start`` (the article's 8) and halves while
-      ``moe_ub_bytes(version, tileB * tileS, E, K) > hw.ub_bytes`` and ``tileS > 1``;
+      ``moe_ub_bytes(version, tileB * tileS, E, K) > hw.ub_usable_bytes`` and ``tileS > 1``;
       then it is capped at S (``min(tileS, S)``): a tile longer than the sequence only reserves
       UB it never uses. (The article does not cap; for S < 8 its struct says tileS = 8.)
     * ``tile_s`` given explicitly replaces the search: it is clamped to S the same way, and must
       fit the UB, else ``ValueError`` names the bytes it needs, the UB size and the largest
       tileS that fits.
-    * ``ubCapacity`` = the largest number of points whose buffers fit ``hw.ub_bytes``
+    * ``ubCapacity`` = the largest number of points whose buffers fit ``hw.ub_usable_bytes`` (192 KB − 256 B − 8 KB
+      on the 910B: NPU架构版本2201.md)
       (:func:`moe_ub_capacity`, with 32-B alignment and the version's copies and temporaries).
 
     Raises ``ValueError`` when even a single row does not fit (very large E): that needs the
     E-chunked kernel with a running top-K, which npu_lab does not implement yet.
 
-    ``hw`` needs ``.name``, ``.ub_bytes`` (bytes per vector core) and ``.block_bytes`` (32).
+    ``hw`` needs ``.name``, ``.ub_usable_bytes`` (or ``.ub_bytes``: allocatable bytes per vector core) and ``.block_bytes`` (32).
     """
     B, S, E, K = _check_shape(B, S, E, K)
     hw_name, ub_bytes, block_bytes = _check_hw(hw)
@@ -206,7 +210,7 @@ def calculate_moe_gating_tiling(B: int, S: int, E: int, K: int, hw, *, version: 
         one_row = moe_ub_bytes(version, 1, E, K, block_bytes)
         raise UbBudgetError(
             f"E={E} experts is too wide for one core: a single row needs {one_row} bytes of UB "
-            f"for kernel version {version!r} (K={K}), but {hw_name} has {ub_bytes} bytes. "
+            f"for kernel version {version!r} (K={K}), but {hw_name} has {ub_bytes} usable bytes. "
             "Rows this large need the E-chunked path (split E into chunks and keep a running "
             "top-K), which is not built yet."
         )
@@ -227,7 +231,7 @@ def calculate_moe_gating_tiling(B: int, S: int, E: int, K: int, hw, *, version: 
                 f"tile_s={tile_S}{clamped} does not fit: kernel version {version!r} needs "
                 f"{needed} bytes "
                 f"of UB for {tile_b * tile_S} points (E={E}, K={K}), but {hw_name} has "
-                f"{ub_bytes} bytes; the largest tileS that fits is {capacity // tile_b}"
+                f"{ub_bytes} usable bytes; the largest tileS that fits is {capacity // tile_b}"
             )
     return MoeGatingTiling.from_tiles(B, S, E, K, tile_b, tile_S, capacity)
 

@@ -10,7 +10,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...lang.select import SCRATCH_RESERVE_BYTES
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
@@ -171,9 +170,8 @@ def _v3_buffers(T: int, E: int, K: int, block_bytes: int) -> tuple[UbBuffer, ...
         UbBuffer.make("topk_padded", "float32", size("topk_padded"), 1, block_bytes),
         *((UbBuffer.make("argmax_work", "float32", size("argmax_work"), 1, block_bytes),)
           if "argmax_work" in lay.pieces else ()),
-        # not allocated: left free, because Select (tensor-tensor mode) uses 8 KB of UB as its own
-        # scratch (Select.md: 预留8KB); the host counts it so a full tile still leaves it
-        UbBuffer.make("select_reserve", "uint8", SCRATCH_RESERVE_BYTES, 1, block_bytes),
+        # Select's 8 KB of scratch (Select.md: 预留8KB) is not charged here: it is Ascend C's
+        # reserved UB, outside what a kernel may allocate (HardwareSpec.ub_usable_bytes)
     )
 
 
@@ -191,8 +189,8 @@ def moe_ub_budget(version: str, tile_points: int, E: int, K: int,
       input uses the first half), topk_values f32 / topk_indices i32 [T8*K] (two copies), and
       single-copy TBufs scores_work, select_mask (bits), row_results, row_bcast, topk_padded and,
       for E > 64 in whole 64-lane chunks, argmax_work (3·T·64 float32 of the two-level argmax),
-      laid out by :func:`v3_layout`, plus ``select_reserve``: 8 KB the kernel leaves free for
-      Select's own scratch.
+      laid out by :func:`v3_layout`. Select's 8 KB of scratch is Ascend C's reserved UB, already
+      outside ``hw.ub_usable_bytes`` (NPU架构版本2201.md), so no budget charges it.
 
     Each buffer is rounded up to whole ``block_bytes`` blocks. Kernels allocate exactly these.
     """

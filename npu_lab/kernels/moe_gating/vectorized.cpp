@@ -18,9 +18,9 @@
 //              Select VSEL_TENSOR_TENSOR_MODE: -inf where the bit is set
 // then a softmax over the K (Sub the Brcb'd row max, Exp or the polynomial FastExp,
 // WholeReduceSum mask K, Brcb, Div) and GatherMask [rows, Kp] -> [rows * K] before the stores.
-// int32 Compare exists only as EQ on the 910B (A2) and not at all on the 310P: there the argmax
-// is Cast to float first (indices < 2^24 are exact). FastExp needs float -> int32 Cast and
-// ShiftLeft, which the 310P lacks: v3_fast_exp is an A2 kernel.
+// int32 Compare is used as EQ only (the one int32 mode on the 910B). An A2 kernel: the 310P's AI
+// core has no level-0 Copy (Copy（UBToUB掩码式高维数据搬运）.md 'Atlas 推理系列产品AI Core：不支持';
+// dav_m200/kernel_operator_data_copy_impl.h), nor int32 Compare, float -> int32 Cast, ShiftLeft.
 //
 // References (asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/): 数据搬运/DataCopy*.md,
 // DataCopyPad*.md, Copy.md; 比较与选择/Compare.md, Select.md, GatherMask.md; 数据填充/Brcb.md,
@@ -33,10 +33,8 @@ constexpr int32_t BLOCK_BYTES = 32;
 constexpr int32_t REPEAT_CHUNK = 252;
 constexpr float TWO_POW_23 = 8388608.0f;   // 2^23 + n is exact for n < 2^23; its bits are 0x4B000000 + n
 constexpr int32_t TWO_POW_23_BITS = 0x4B000000;  // <= 255 repeats; a multiple of 4 keeps Compare's mask 32-B aligned
-// A2 (__CCE_AICORE__ == 220) compares int32 with EQ; the 310P (200) has no int32 Compare.
-constexpr bool INT32_COMPARE_EQ = (__CCE_AICORE__ == 220);
-// the fitted polynomial 2^f ~ ((c0 f + c1) f + c2) f + c3 on [0, 1) (vectorized.py FAST_EXP_COEFFS)
-constexpr float C0 = 0.0790204005f, C1 = 0.224128323f, C2 = 0.696836303f, C3 = 0.999812444f;
+// the fitted polynomial 2^f ~ ((c0 f + c1) f + c2) f + c3 on [0, 1), p(0) = 1 and p(1) = 2 (vectorized.py FAST_EXP_COEFFS)
+constexpr float C0 = 0.0791252181f, C1 = 0.224946305f, C2 = 0.695928454f, C3 = 1.0f;
 constexpr float LOG2E = 1.44269504f;
 
 struct MoeGatingTiling {
@@ -157,11 +155,7 @@ public:
         union { uint32_t bits; float value; } inf = {0xFF800000};
         Duplicate(negInf, inf.value, T_ * Ep);                 // Select's src0, once
         Duplicate(valuesPad, 0.0f, T8 * Kp);                   // finite pad lanes
-        if constexpr (INT32_COMPARE_EQ) {
-            CreateVecIndex(iota, (int32_t)0, 64);              // lanes 0..63 of a repeat
-        } else {
-            CreateVecIndex(iota.ReinterpretCast<float>(), 0.0f, 64);
-        }
+        CreateVecIndex(iota, (int32_t)0, 64);                  // lanes 0..63 of a repeat
         if (twoLevel) {                                        // 2^23 + lane, for every row
             LocalTensor<float> aw = argmaxWorkBuf.Get<float>();
             laneMax = aw;
@@ -313,17 +307,16 @@ private:
             uint64_t lane[2] = {LaneBits(k % 8), 0};
             Copy(valuesPad[(k / 8) * 8], bcast, lane, rows8, CopyRepeatParams(Kp / 8, 1, Kp, 8));
             Brcb(argmaxBcast, rowArgmax, rows8, BrcbRepeatParams(m, 8 * m));
-            Copy(indicesPad[(k / 8) * 8], argmaxBcast, lane, rows8, CopyRepeatParams(Kp / 8, m, Kp, 8 * m));
-            if (k + 1 < K) {
-                if constexpr (FAST) {                          // v3_fast_exp is an A2 kernel
-                    KnockOutInt32(rows, rows8);
-                } else {
-                    if constexpr (INT32_COMPARE_EQ) {
-                        KnockOutInt32(rows, rows8);
-                    } else {
-                        KnockOutFloat(rows, rows8);
-                    }
+            if (8 * m <= 255) {
+                Copy(indicesPad[(k / 8) * 8], argmaxBcast, lane, rows8, CopyRepeatParams(Kp / 8, m, Kp, 8 * m));
+            } else {                                           // E > 1984: uint8 srcRepeatSize, per 8 rows
+                for (int32_t g = 0; g < rows8; ++g) {
+                    Copy(indicesPad[(k / 8) * 8 + g * 8 * Kp], argmaxBcast[g * 64 * m], lane, 1,
+                         CopyRepeatParams(Kp / 8, m, Kp, 0));
                 }
+            }
+            if (k + 1 < K) {
+                KnockOutInt32(rows, rows8);
                 Select(work, mask, negInf, src, SELMODE::VSEL_TENSOR_TENSOR_MODE, rows * Ep);
                 src = work;
             }
@@ -360,23 +353,6 @@ private:
         for (int32_t r0 = 0; r0 < rows * m; r0 += REPEAT_CHUNK) {
             int32_t n = rows * m - r0 < REPEAT_CHUNK ? rows * m - r0 : REPEAT_CHUNK;
             Compare(mask[r0 * 8], iota, argmaxBcast[r0 * 8], CMPMODE::EQ, 64, n,
-                    BinaryRepeatParams(1, 1, 0, 8, 0, 1));
-        }
-    }
-
-    // the 310P: the same with float indices
-    __aicore__ inline void KnockOutFloat(int32_t rows, int32_t rows8)
-    {
-        LocalTensor<float> bcastF = argmaxBcast.ReinterpretCast<float>();
-        Cast(rowValues, rowArgmax, RoundMode::CAST_NONE, rows);
-        Brcb(bcastF, rowValues, rows8, BrcbRepeatParams(m, 8 * m));
-        for (int32_t c = 1; c < m; ++c) {
-            Adds(rowValues, rowValues, -64.0f, rows);
-            Brcb(bcastF[c * 8], rowValues, rows8, BrcbRepeatParams(m, 8 * m));
-        }
-        for (int32_t r0 = 0; r0 < rows * m; r0 += REPEAT_CHUNK) {
-            int32_t n = rows * m - r0 < REPEAT_CHUNK ? rows * m - r0 : REPEAT_CHUNK;
-            Compare(mask[r0 * 8], iota.ReinterpretCast<float>(), bcastF[r0 * 8], CMPMODE::EQ, 64, n,
                     BinaryRepeatParams(1, 1, 0, 8, 0, 1));
         }
     }

@@ -47,11 +47,18 @@ issues 128 k instructions instead of 365 k (per-row ReduceMax at tileS 8).
 Double-buffered like v2: ``TQue<VECIN, 2>`` with two slots, the next tile's copy-in issued before
 this tile's compute.
 
-Chips: the 310P's AI core has no int32 ``Compare`` (Compare.md: half/float only), so there the
-argmax is ``Cast`` to float32 first and compared as float (indices < 2**24 are exact) — one Cast
-a round more; it has no ``DataCopyPad`` either, so v3 raises a CapabilityError there when a tile's
-rows or its outputs are not whole 32-byte blocks; ``v3_fast_exp`` needs float32→int32 ``Cast`` and ``ShiftLeft``, which the 310P also lacks
-(Cast.md 310P table; ShiftLeft.md "Atlas 推理系列产品AI Core：不支持") — a CapabilityError there.
+Chips: an A2 (910B) kernel. The 310P's AI core has no level-0 vector ``Copy`` at all
+(数据搬运/Copy（UBToUB掩码式高维数据搬运）.md "Atlas 推理系列产品AI Core：不支持"; asc-devkit
+impl/basic_api/dav_m200/kernel_operator_data_copy_impl.h reports both overloads unsupported), and
+v3 writes every winner's column with a bit-masked Copy, so v3 and v3_fast_exp are refused there
+(:func:`~.run.unsupported_reason`: a CapabilityError naming Copy) — as are the 310P's other gaps
+v3 would meet: int32 ``Compare`` (Compare.md: half/float only), ``DataCopyPad`` for unaligned
+rows, and for v3_fast_exp float32→int32 ``Cast`` and ``ShiftLeft``. On the 310P use v2c.
+
+**E > 1984.** A row of m = Ep/64 chunks puts 8 rows' argmax blocks 8·m blocks apart; past 255
+(the uint8 ``srcRepeatSize`` of CopyRepeatParams) the index column is copied one instruction per
+8 rows instead of one per tile, and rows wider than 2040 floats (a uint8 repeat stride) take the
+per-row ``ReduceMax`` argmax.
 
 Sources: asc-devkit docs/zh/api/SIMD-API/基础API/Memory矢量计算/ (数据搬运/DataCopy*.md,
 DataCopyPad*.md; 比较与选择/Compare.md, Select.md, GatherMask.md; 数据填充/Brcb.md; 数据搬运/Copy.md;
@@ -70,7 +77,6 @@ import numpy as np
 from ...lang import (SELMODE, BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, DataCopyExtParams,
                      DataCopyPadExtParams, DataCopyParams, GatherMaskParams, RoundMode, TBuf, TPosition,
                      TQue, npu_kernel)
-from ...capabilities import check_supported
 from .fused import block_tiles, iteration_key, looping_block_classes
 from .tiling import MoeGatingTiling
 from .ub_budget import moe_ub_budget, v3_layout
@@ -82,12 +88,19 @@ NEG_INF = float("-inf")
 #: loop uses
 REPEAT_CHUNK = 252
 BLOCK_BYTES = 32
+#: CopyRepeatParams' repeat sizes are uint8_t (Copy（UBToUB掩码式高维数据搬运）.md)
+MAX_COPY_REPEAT_STRIDE = 255
 
 
-def _fast_exp2_coefficients(degree: int = 3) -> np.ndarray:
-    """Least-squares polynomial for 2**f on f in [0, 1), highest power first (Horner order)."""
+def _fast_exp2_coefficients() -> np.ndarray:
+    """Cubic for 2**f on f in [0, 1), highest power first (Horner order), least squares under
+    p(0) = 1 and p(1) = 2: p(f) = 1 + f + f·(f − 1)·(a·f + b). The two end conditions make
+    2**n·p(f) continuous where n steps (t an integer) and exact at x = 0 (c3 = 1.0), so exp stays
+    non-increasing as x falls: the top expert never gets the smaller weight (issue 22: the free
+    fit had p(0) = 0.99981, and x = −1e-7 came out above x = 0)."""
     f = np.linspace(0.0, 1.0, 2049)
-    return np.polyfit(f, np.exp2(f), degree)
+    a, b = np.linalg.lstsq(np.stack([f * (f - 1) * f, f * (f - 1)], 1), np.exp2(f) - 1 - f, rcond=None)[0]
+    return np.array([a, b - a, 1.0 - b, 1.0])
 
 
 FAST_EXP_COEFFS = _fast_exp2_coefficients()
@@ -347,13 +360,7 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
 
     ctx.duplicate(neg_inf, NEG_INF, T * Ep)                     # Select's src0, once
     ctx.duplicate(values_pad, 0.0, lay.pieces["topk_padded"]["values"][1])   # finite pad lanes
-    # int32 Compare exists only as EQ on the 910B and not at all on the 310P: there the indices
-    # are compared as float32 (exact below 2**24)
-    int32_compare = check_supported(ctx.hw.isa, "Compare", dtype="int32", mode="EQ") is None
-    if not int32_compare:
-        iota = iota.reinterpret_cast(np.float32)
-    argmax_bcast_f = argmax_bcast.reinterpret_cast(np.float32)
-    ctx.create_vec_index(iota, 0, 64)                           # lanes 0..63 of a repeat
+    ctx.create_vec_index(iota, 0, 64)                           # lanes 0..63 of a repeat                           # lanes 0..63 of a repeat
     if two_level:                                               # 2**23 + lane, for every row
         argmax_work = {part: piece("argmax_work", part) for part in ("lane_max", "lane_chunk", "lane_iota")}
         argmax_work["pairs"] = pairs
@@ -394,16 +401,16 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
             ctx.copy(values_pad[(k // 8) * 8], bcast, lane_bits(k % 8), rows8,
                      CopyRepeatParams(Kp // 8, 1, Kp, 8))
             ctx.brcb(argmax_bcast, row_argmax, rows8, BrcbRepeatParams(m, 8 * m))
-            ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
-                     CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
+            if 8 * m <= MAX_COPY_REPEAT_STRIDE:
+                ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
+                         CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
+            else:          # E > 1984: 8 rows' argmax blocks lie 8·m > 255 blocks apart, past the
+                for g in range(rows8):      # uint8 srcRepeatSize: one Copy per 8 rows
+                    ctx.copy(indices_pad[(k // 8) * 8 + g * 8 * Kp], argmax_bcast[g * 64 * m],
+                             lane_bits(k % 8), 1, CopyRepeatParams(Kp // 8, m, Kp, 0))
             if k + 1 == K:
                 break
-            if int32_compare:
-                key, key_bcast = row_argmax, argmax_bcast
-            else:                                               # 310P: compare float indices
-                ctx.cast(row_values, row_argmax, RoundMode.CAST_NONE, rows)
-                ctx.brcb(argmax_bcast_f, row_values, rows8, BrcbRepeatParams(m, 8 * m))
-                key, key_bcast = row_values, argmax_bcast_f
+            key, key_bcast = row_argmax, argmax_bcast               # int32 Compare EQ (the 910B's mode)
             for c in range(1, m):                               # chunk c holds argmax − 64·c
                 ctx.adds(key, key, -64, rows)
                 ctx.brcb(key_bcast[c * 8], key, rows8, BrcbRepeatParams(m, 8 * m))
