@@ -5,7 +5,7 @@ Python spelling, its C++ signature and its reference page."""
 from .api_map import ASCEND_C_API, api_table
 from .context import HardEvent, KernelContext
 from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
-from .errors import AscendCRuleError, CapabilityError, RaceError
+from .errors import AscendCRuleError, CapabilityError, RaceError, UnmatchedFlagError
 from .launch import launch, npu_kernel
 from .memory import QueueError, TBuf, TPipe, TPosition, TQue, UbOverflowError
 from .reduce import ReduceOrder, reduce_max_tmp_elements
@@ -15,7 +15,7 @@ from .tensor import GlobalTensor, LocalTensor
 from .vector import BinaryRepeatParams, CopyRepeatParams, RoundMode, UnaryRepeatParams
 
 __all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyExtParams",
-           "DataCopyPadExtParams", "DataCopyParams", "AscendCRuleError", "CapabilityError", "RaceError",
+           "DataCopyPadExtParams", "DataCopyParams", "AscendCRuleError", "CapabilityError", "RaceError", "UnmatchedFlagError",
            "launch", "npu_kernel", "QueueError", "TBuf", "TPipe", "TPosition", "TQue", "UbOverflowError",
            "ReduceOrder", "reduce_max_tmp_elements", "CMPMODE", "SELMODE", "BrcbRepeatParams",
            "GatherMaskParams", "MrgSort4Info", "MrgSortSrcList", "GlobalTensor", "LocalTensor",

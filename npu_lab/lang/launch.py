@@ -180,6 +180,7 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         # block rather than per instruction (it is not free: ~1 us a call)
         with np.errstate(all="ignore"):
             kernel(ctx, *args, **kwargs)
+        ctx.core.check_flags_consumed()      # a SetFlag never waited (UnmatchedFlagError)
         if stream is None:
             return ctx.core.finish(), None
         c = ctx.core                         # counters set outside _exec, compared too

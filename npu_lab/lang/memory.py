@@ -23,7 +23,9 @@ VECOUT     flag V -> MTE3      pipe MTE3 (until the vector op that wrote it)
 So the scalar unit is *not* synchronised by a queue: scalar code that reads a VECIN tensor
 needs its own ``wait_flag("MTE2_S", id)`` — the simulator raises a ``RaceError`` without it, as
 the hardware would compute with stale bytes. ``alloc_tensor`` makes the producer pipe wait until
-the slot's previous consumer freed it. Each of these syncs is a flag: it passes when the source
+the slot's previous consumer freed it. Each of these syncs is a flag, and a happens-before edge for
+the race detector (EnQue: producer -> consumer; FreeTensor -> the next AllocTensor of the slot:
+consumer -> producer; see :mod:`npu_lab.sim.core`): it passes when the source
 pipe's work *completed* (DMA latency, vector pipeline included), plus ``sync_flag_cycles``. ``depth`` is how many tensors may be enqueued and not yet
 dequeued (``TQue<pos, depth>``); one more ``enque`` raises.
 """
@@ -127,12 +129,13 @@ class TBuf:
 
 
 class _Slot:
-    __slots__ = ("region", "freed_at", "in_use")
+    __slots__ = ("region", "freed_at", "in_use", "freed_clock")
 
     def __init__(self, region: UbRegion):
         self.region = region
         self.freed_at = 0.0
         self.in_use = False
+        self.freed_clock = None     # the consumer's clock at FreeTensor (happens-before)
 
 
 class TQue:
@@ -151,6 +154,7 @@ class TQue:
         self._slots: list[_Slot] = []
         self._next = 0
         self._ready: deque = deque()   # (tensor, slot, time the producer finished)
+        self._ready_clocks: deque = deque()   # the producer's clock at each EnQue (happens-before)
         self._out: dict[int, _Slot] = {}
 
     def _bind(self, core, regions: list[UbRegion], name: str) -> None:
@@ -181,6 +185,7 @@ class TQue:
         slot.in_use = True
         slot.region.freed = False
         self.core.wait_until(self.producer, slot.freed_at)
+        self.core.join_clock(self.producer, slot.freed_clock)
         self._out[id(slot.region)] = slot
         return LocalTensor(slot.region, dtype)
 
@@ -196,6 +201,7 @@ class TQue:
                 "prefetch that far, or deque first.")
         # EnQue is a SetFlag: the consumer may go once the producer's work completed + the flag
         self._ready.append((tensor, slot, self.core.flag_time(self.producer)))
+        self._ready_clocks.append(self.core.clock_snapshot(self.producer))
 
     def deque(self, dtype=None) -> LocalTensor:
         """``DeQue<T>()``: the oldest enqueued tensor; the consumer pipe waits for its producer."""
@@ -206,6 +212,7 @@ class TQue:
         self.core.log_call("DeQue", self.name)
         tensor, _slot, produced_at = self._ready.popleft()
         self.core.wait_until(self.consumer, produced_at)
+        self.core.join_clock(self.consumer, self._ready_clocks.popleft())
         return tensor if dtype is None else tensor.reinterpret_cast(dtype)
 
     def free_tensor(self, tensor: LocalTensor) -> None:
@@ -216,6 +223,7 @@ class TQue:
             raise QueueError(f"queue '{self.name}': free_tensor of a tensor still enqueued; deque it first")
         # FreeTensor is a SetFlag too: the slot is free once the consumer's reads completed
         slot.freed_at = self.core.flag_time(self.consumer)
+        slot.freed_clock = self.core.clock_snapshot(self.consumer)
         slot.in_use = False
         slot.region.freed = True
 
