@@ -115,7 +115,7 @@ def test_explain_a_read_after_write_race():
         launch(_store_too_early, 1, *_gm(), hw=CHIP)
     text = explain_error(info.value)
     assert "read-after-write" in text and 'set_flag("V_MTE3", id)' in text
-    assert "pipes: MTE3" in text and "but V uses 'y'" in text
+    assert "pipes: MTE3 (" in text and "and V (" in text and "use 'y' with nothing ordering them" in text
     assert "test_debugging.py line" in text and "ctx.data_copy(y_gm, y, 256)" in text
     assert kernel_line(info.value).endswith("ctx.data_copy(y_gm, y, 256)                     # no V_MTE3: the line the report must name")
 

@@ -341,7 +341,7 @@ CATALOGUE = [
             r"event id must be a whole number 0\.\.7, got 8"),
     Illegal("race-scalar-after-vecin-deque", "a VECIN DeQue syncs MTE2->V only; GetValue needs MTE2_S",
             "同步控制/核内同步/关键特性说明.md", k_scalar_read_after_vecin_deque, B910, RaceError,
-            r"race on UB buffer 'x_in': GetValue on pipe S.*MTE2 is still writing.*set_flag/wait_flag"),
+            r"race on UB buffer 'x_in' \(read after write\): GetValue on pipe S.*on pipe MTE2.*no MTE2_S flag.*set_flag\(\"MTE2_S\""),
     Illegal("tensor-slice", "Ascend C tensors have operator[] (an offset), not slices",
             "数据结构/GlobalTensor/operator.md", k_tensor_slice, B910, TypeError,
             r"no slices\. Use x_gm\[offset\].*pass the element count"),

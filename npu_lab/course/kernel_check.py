@@ -233,6 +233,15 @@ def _advice(exc: BaseException) -> tuple[str, str]:
     """(what kind of mistake, what to do) for an exception."""
     msg = str(exc)
     if isinstance(exc, RaceError):
+        if getattr(exc, "event", None):      # the two instructions the detector found
+            (e_name, e_pipe, e_src), (name, pipe, src) = exc.earlier, exc.later
+            at = lambda where: f" (line {where[1]})" if where and where[1] else ""  # noqa: E731
+            return (f"a race (a missing sync: {exc.kind} on '{exc.buffer}', {e_pipe} then {pipe})",
+                    f"{name} on {pipe}{at(src)} must be ordered after {e_name} on {e_pipe}{at(e_src)}: "
+                    f"ctx.set_flag('{exc.event}', id) after the {e_pipe} instruction and "
+                    f"ctx.wait_flag('{exc.event}', id) before the {pipe} one"
+                    + (" (or pass the tensor through a TQue: VECIN syncs MTE2->V, VECOUT V->MTE3)"
+                       if exc.event in ("MTE2_V", "V_MTE3") else ""))
         return ("a race (a missing sync)",
                 "between the pipe that writes a UB buffer and the one that reads it, add the flag pair "
                 "ctx.set_flag('SRC_DST', id) after the producer and ctx.wait_flag('SRC_DST', id) before the "
