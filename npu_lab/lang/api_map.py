@@ -39,6 +39,13 @@ _ROWS = [
      _B + "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md"),
     ("WaitFlag", "KernelContext.wait_flag", "template <HardEvent event> void WaitFlag(int32_t eventID)",
      _B + "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md"),
+    ("AllocEventID", "TPipe.alloc_event_id", "template <HardEvent evt> TEventID AllocEventID()",
+     _B + "资源管理/TPipe/AllocEventID.md"),
+    ("ReleaseEventID", "TPipe.release_event_id", "template <HardEvent evt> void ReleaseEventID(TEventID id)",
+     _B + "资源管理/TPipe/ReleaseEventID.md"),
+    ("FetchEventID", "TPipe.fetch_event_id",
+     "TEventID FetchEventID(HardEvent evt) / template <HardEvent evt> TEventID FetchEventID()",
+     _B + "资源管理/TPipe/FetchEventID.md"),
     ("PipeBarrier", "KernelContext.pipe_barrier", "template <pipe_t pipe> void PipeBarrier()",
      _B + "同步控制/核内同步/PipeBarrier(ISASI).md"),
     # --- data movement ---

@@ -238,14 +238,76 @@ class TQue:
         return slot
 
 
+#: TEventIDs a TPipe hands out per HardEvent: ``QUE_MAX_EVENT`` (asc-devkit
+#: impl/basic_api/kernel_macros.h: 8 for __NPU_ARCH__ 2002 / 2201 — the 310P and 910B — else 4)
+QUE_MAX_EVENT = 8
+
+
+class EventIdError(SimulationError, ValueError):
+    """AllocEventID / ReleaseEventID / FetchEventID used against their rules."""
+
+
 class TPipe:
-    """``TPipe``: carves UB into queue slots and scratch buffers for one block."""
+    """``TPipe``: carves UB into queue slots and scratch buffers for one block, and hands out the
+    event ids of SetFlag / WaitFlag (``AllocEventID`` / ``ReleaseEventID`` / ``FetchEventID``: in
+    a TPipe kernel the ids come from these, not literals — SetFlag-WaitFlag(ISASI).md, 约束说明)."""
 
     def __init__(self, core, allocator: UbAllocator):
         self.core = core
         self.allocator = allocator
         self.queues: list[TQue] = []
         self._names: dict[str, int] = {}
+        self._event_ids: dict[str, set] = {}     # HardEvent -> ids AllocEventID'd and not released
+
+    # ---- event ids (asc-devkit docs/zh/api/SIMD-API/基础API/资源管理/TPipe/AllocEventID.md,
+    # ReleaseEventID.md, FetchEventID.md; impl/basic_api/kernel_tpipe_impl.h: a bit set per
+    # HardEvent, the lowest free id first) ---------------------------------------------------
+    @staticmethod
+    def _hard_event(event, call: str) -> str:
+        from .context import HardEvent        # context imports this module
+
+        if event not in HardEvent.ALL:
+            raise EventIdError(f"{call}: unknown HardEvent {event!r}; use one of {', '.join(HardEvent.ALL)} "
+                               "(source pipe _ destination pipe)")
+        return event
+
+    def _lowest_free(self, event: str, call: str) -> int:
+        taken = self._event_ids.setdefault(event, set())
+        for i in range(QUE_MAX_EVENT):
+            if i not in taken:
+                return i
+        raise EventIdError(
+            f"{call}: all {QUE_MAX_EVENT} TEventIDs of HardEvent::{event} are allocated ({sorted(taken)}) and "
+            "none released; on the device this asserts (kernel_tpipe_impl.h: 'current id is 8, max ...'). "
+            "ReleaseEventID<HardEvent::" + event + ">(id) each id as soon as its SetFlag/WaitFlag pair is done "
+            "(AllocEventID.md: 使用结束后应该立刻调用ReleaseEventID释放，防止TEventID耗尽).")
+
+    def alloc_event_id(self, event) -> int:
+        """``AllocEventID<HardEvent::X>()``: the lowest free TEventID of ``event``, held until
+        :meth:`release_event_id`. Raises EventIdError when all ``QUE_MAX_EVENT`` are held."""
+        event = self._hard_event(event, "alloc_event_id")
+        eid = self._lowest_free(event, "alloc_event_id")
+        self._event_ids[event].add(eid)
+        return eid
+
+    def release_event_id(self, event, event_id) -> None:
+        """``ReleaseEventID<HardEvent::X>(id)``: give back an id :meth:`alloc_event_id` handed out
+        (ReleaseEventID.md: 传入的TEventID需由对应的AllocEventID申请而来)."""
+        event = self._hard_event(event, "release_event_id")
+        taken = self._event_ids.setdefault(event, set())
+        if event_id not in taken:
+            raise EventIdError(
+                f"release_event_id(HardEvent::{event}, {event_id!r}): that id was not allocated for {event} "
+                f"(held: {sorted(taken) or 'none'}). ReleaseEventID takes an id AllocEventID<HardEvent::{event}>() "
+                "returned, once (ReleaseEventID.md); an id from FetchEventID is not held and needs no release.")
+        taken.discard(event_id)
+
+    def fetch_event_id(self, event) -> int:
+        """``FetchEventID(HardEvent::X)``: the lowest free TEventID of ``event`` without holding it
+        (FetchEventID.md: for a pair used at once; two pairs of one event in flight need two ids
+        from alloc_event_id)."""
+        event = self._hard_event(event, "fetch_event_id")
+        return self._lowest_free(event, "fetch_event_id")
 
     def _name(self, base: str) -> str:
         n = self._names.get(base, 0)
