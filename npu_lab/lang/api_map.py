@@ -39,6 +39,7 @@ _ROWS = [
      _B + "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md"),
     ("WaitFlag", "KernelContext.wait_flag", "template <HardEvent event> void WaitFlag(int32_t eventID)",
      _B + "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md"),
+    ("GetTPipePtr", "KernelContext.get_tpipe_ptr", "TPipe* GetTPipePtr()", _B + "资源管理/GetTPipePtr.md"),
     ("AllocEventID", "TPipe.alloc_event_id", "template <HardEvent evt> TEventID AllocEventID()",
      _B + "资源管理/TPipe/AllocEventID.md"),
     ("ReleaseEventID", "TPipe.release_event_id", "template <HardEvent evt> void ReleaseEventID(TEventID id)",

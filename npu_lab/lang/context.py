@@ -148,6 +148,11 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         """``GetBlockNum()``: the launch's block_dim."""
         return self._block_dim
 
+    def get_tpipe_ptr(self) -> TPipe:
+        """``GetTPipePtr()``: the block's TPipe (the same object as ``ctx.pipe``). Source:
+        docs/zh/api/SIMD-API/基础API/资源管理/GetTPipePtr.md."""
+        return self.pipe
+
     # ---- synchronisation ----------------------------------------------------------------
     def set_flag(self, event: str, event_id: int) -> None:
         """``SetFlag<HardEvent::SRC_DST>(eventId)``: record that everything issued so far on the
