@@ -22,6 +22,7 @@ from npu_lab import GlobalTensor, SimulationError, UbOverflowError, launch
 from npu_lab.lang import (SELMODE, AscendCRuleError, BinaryRepeatParams, BrcbRepeatParams, CapabilityError,
                           DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, GatherMaskParams, MrgSort4Info,
                           MrgSortSrcList, QueueError, RaceError, RoundMode, TBuf, TPosition, TQue, UnaryRepeatParams)
+from npu_lab.lang import EventIdError, UnmatchedFlagError
 
 B910, P310 = "ascend-910b2", "ascend-310p3"
 BASE = "docs/zh/api/SIMD-API/基础API/"
@@ -248,6 +249,48 @@ def k_data_copy_converts(ctx):
     ctx.data_copy(ub(ctx), gm(dtype=np.float16), 64)
 
 
+
+# ---- happens-before: races the timeline does not overlap, flags never waited, event ids ----------
+def k_race_hidden_by_scalar_work(ctx):
+    x = ub(ctx, name="x")
+    ctx.data_copy(x, gm(), 64)
+    ctx.scalar("long scalar work", ops=20000)              # the load is long done, but unordered
+    x.get_value(0)
+
+
+def k_race_hidden_by_a_long_copy(ctx):
+    x, y, big = ub(ctx, name="x"), ub(ctx, name="y"), ub(ctx, count=8192, name="big")
+    ctx.data_copy(big, gm(8192), 8192)
+    ctx.data_copy(x, gm(), 64)
+    ctx.set_flag("MTE2_V", 0)
+    ctx.wait_flag("MTE2_V", 0)
+    ctx.muls(y, x, 2.0, 64)
+    ctx.set_flag("MTE2_MTE3", 0)
+    ctx.wait_flag("MTE2_MTE3", 0)
+    ctx.data_copy(GlobalTensor.empty(8192, np.float32, "big_out"), big, 8192)   # MTE3 busy long after V
+    ctx.data_copy(GlobalTensor.empty(64, np.float32, "y_gm"), y, 64)            # no V_MTE3
+
+
+def k_setvalue_then_vector_without_s_v(ctx):
+    a, b = ub(ctx, name="a"), ub(ctx, name="b")
+    a.set_value(0, 1.0)
+    ctx.adds(b, a, 1.0, 64)
+
+
+def k_set_flag_never_waited(ctx):
+    ctx.data_copy(ub(ctx), gm(), 64)
+    ctx.set_flag("MTE2_V", 0)
+
+
+def k_event_ids_exhausted(ctx):
+    for _ in range(9):
+        ctx.pipe.alloc_event_id("MTE2_V")
+
+
+def k_release_a_fetched_event_id(ctx):
+    ctx.pipe.release_event_id("V_S", ctx.pipe.fetch_event_id("V_S"))
+
+
 CATALOGUE = [
     Illegal("datacopy-unaligned-count", "DataCopy count * sizeof(T) must be a multiple of 32 B (else rounded down)",
             "M/数据搬运/DataCopy（GM与UB连续数据搬运）.md", k_unaligned_count, B910, AscendCRuleError,
@@ -363,6 +406,24 @@ CATALOGUE = [
     Illegal("datacopy-converts", "DataCopy moves T to T; conversions are Cast on the vector unit",
             "M/数据搬运/DataCopy（GM与UB连续数据搬运）.md", k_data_copy_converts, B910, TypeError,
             r"does not convert: float16 -> float32.*ctx\.cast"),
+    Illegal("race-hidden-by-scalar-work", "happens-before: GetValue of loaded data needs MTE2_S even when the load is long done",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_race_hidden_by_scalar_work, B910, RaceError,
+            r"'x' \(read after write\): GetValue on pipe S.*no MTE2_S flag.*happens to keep them apart"),
+    Illegal("race-hidden-by-long-copy", "happens-before: a store of a vector result needs V_MTE3 even behind a long copy",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_race_hidden_by_a_long_copy, B910, RaceError,
+            r"'y' \(read after write\).*no V_MTE3 flag between Muls x1 on V and DataCopy.*happens to keep them apart"),
+    Illegal("setvalue-then-vector-no-s-v", "a scalar SetValue is ordered before another pipe's read only by a flag (S_V)",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_setvalue_then_vector_without_s_v, B910, RaceError,
+            r"'a' \(read after write\): Adds.*SetValue on pipe S.*no S_V flag"),
+    Illegal("setflag-never-waited", "SetFlag and WaitFlag must be used in pairs",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_set_flag_never_waited, B910, UnmatchedFlagError,
+            r"SetFlag<HardEvent::MTE2_V>\(0\) at test_illegal_programs\.py:\d+ is never waited.*必须成对使用"),
+    Illegal("event-ids-exhausted", "AllocEventID: TEventIDs are limited; release each one",
+            "资源管理/TPipe/AllocEventID.md", k_event_ids_exhausted, B910, EventIdError,
+            r"all 8 TEventIDs of HardEvent::MTE2_V are allocated.*ReleaseEventID"),
+    Illegal("release-fetched-event-id", "ReleaseEventID takes an id AllocEventID returned",
+            "资源管理/TPipe/ReleaseEventID.md", k_release_a_fetched_event_id, B910, EventIdError,
+            r"release_event_id\(HardEvent::V_S, 0\): that id was not allocated"),
 ]
 
 
