@@ -86,7 +86,14 @@ _BARRIER_PIPES = {"PIPE_ALL": "ALL", "PIPE_V": "V", "PIPE_MTE2": "MTE2", "PIPE_M
                   "PIPE_S": "S"}
 
 
+_EVENTS: dict = {}      # (event, id) -> (src, dst, id): checked once (ids are whole ints)
+
+
 def _event(event, event_id) -> tuple[str, str, int]:
+    if type(event_id) is int:                  # not a bool (True == 1 would hit the cache)
+        got = _EVENTS.get((event, event_id))
+        if got is not None:
+            return got
     if event not in HardEvent.ALL:
         raise AscendCRuleError(f"unknown HardEvent {event!r}; use one of {', '.join(HardEvent.ALL)} "
                                "(source pipe _ destination pipe)")
@@ -94,7 +101,10 @@ def _event(event, event_id) -> tuple[str, str, int]:
             or not 0 <= event_id < EVENT_IDS:
         raise AscendCRuleError(f"event id must be a whole number 0..{EVENT_IDS - 1}, got {event_id!r}")
     src, dst = event.split("_")
-    return src, dst, int(event_id)
+    got = (src, dst, int(event_id))
+    if type(event_id) is int:
+        _EVENTS[(event, event_id)] = got
+    return got
 
 
 class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
@@ -162,7 +172,8 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         the trace's ``scalar_drains``). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/
         SetFlag-WaitFlag(ISASI).md."""
         src, dst, eid = _event(event, event_id)
-        self.core.set_flag(src, dst, eid)
+        caller = sys._getframe(1)      # the kernel (no lang code calls set_flag)
+        self.core.set_flag(src, dst, eid, (caller.f_code.co_filename, caller.f_lineno))
 
     def wait_flag(self, event: str, event_id: int) -> None:
         """``WaitFlag<HardEvent::SRC_DST>(eventId)``: the destination pipe's next instruction (the
@@ -223,7 +234,11 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
             for e in r.hb_writes:
                 if e[0] < hi and lo < e[1] and clock[e[2]] < e[3]:
                     self._race(t, e, (name, pipe, source, start), "reads", lo, hi)
-            r.record_read((lo, hi, pi, clock[pi], name, source, complete))
+            hb_reads = r.hb_reads
+            if hb_reads:
+                r.record_read((lo, hi, pi, clock[pi], name, source, complete))
+            else:                           # nothing to forget: the common first read
+                hb_reads.append((lo, hi, pi, clock[pi], name, source, complete))
         for t, r, lo, hi in ws:
             for e in r.hb_reads:
                 if e[0] < hi and lo < e[1] and clock[e[2]] < e[3]:

@@ -231,12 +231,11 @@ class CoreState:
     def _learn_from_scalar(self, pipe: str) -> None:
         """``pipe`` learns what S learnt from its waits (S issued pipe's next instruction after
         them), but not S's own count: S's UB accesses need a flag from S."""
-        s = self.clock["S"]
         c = self.clock[pipe]
+        joined = list(map(max, c, self.clock["S"]))
         si = self._scalar_index
-        for k in range(len(c)):
-            if k != si and s[k] > c[k]:
-                c[k] = s[k]
+        joined[si] = c[si]
+        self.clock[pipe] = joined
         self._s_seen[pipe] = self._s_generation
 
     def clock_snapshot(self, pipe: str) -> tuple:
@@ -250,10 +249,7 @@ class CoreState:
         AllocTensor on it)."""
         if snapshot is None:
             return
-        c = self.clock[pipe]
-        for k, v in enumerate(snapshot):
-            if v > c[k]:
-                c[k] = v
+        self.clock[pipe] = list(map(max, self.clock[pipe], snapshot))
         if pipe == "S":
             self._s_generation += 1
 
@@ -344,12 +340,17 @@ class CoreState:
             t = self.free["S"]
         return t + self.sync_flag_cycles
 
-    def set_flag(self, src: str, dst: str, event_id: int = 0) -> None:
+    def set_flag(self, src: str, dst: str, event_id: int = 0, source=None) -> None:
+        """``source``: (file, line) of the kernel's SetFlag (found from the call stack if None)."""
         self._check_pipe(src)
         self._check_pipe(dst)
         key = (src, dst, event_id)
-        self.flags.setdefault(key, deque()).append(self.flag_time(src))
-        self.flag_clocks.setdefault(key, deque()).append((self.clock_snapshot(src), issuing_source()))
+        pending = self.flags.get(key)
+        if pending is None:
+            pending = self.flags[key] = deque()
+            self.flag_clocks[key] = deque()
+        pending.append(self.flag_time(src))
+        self.flag_clocks[key].append((self.clock_snapshot(src), source or issuing_source()))
         self.log_call(f"SetFlag<{src}_{dst}>", event_id)
 
     def wait_flag(self, src: str, dst: str, event_id: int = 0) -> None:
@@ -363,7 +364,10 @@ class CoreState:
                 "on the device this pipe would wait forever. Set the flag (same event and id) "
                 "after the producing instruction, then wait for it before the consuming one.")
         when = pending.popleft()
-        self.join_clock(dst, self.flag_clocks[(src, dst, event_id)].popleft()[0])
+        snapshot = self.flag_clocks[(src, dst, event_id)].popleft()[0]
+        self.clock[dst] = list(map(max, self.clock[dst], snapshot))
+        if dst == "S":
+            self._s_generation += 1
         if dst == "S" and src == "V":
             self._drain(when)
         else:
@@ -407,7 +411,7 @@ class CoreState:
             # happens-before: every pipe is ordered after everything issued on every pipe
             joined = [max(col) for col in zip(*self.clock.values())]
             for p in self.pipes:
-                self.clock[p][:] = joined
+                self.clock[p] = list(joined)
             self._s_generation += 1
         else:
             self._check_pipe(pipe)
