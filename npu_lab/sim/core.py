@@ -220,7 +220,8 @@ class CoreState:
         # ---- happens-before (see the module docstring) ----
         n = len(pipes)
         self.pipe_index = {p: i for i, p in enumerate(pipes)}
-        self.clock = {p: [0] * n for p in pipes}
+        self.clock = {p: [0] * n for p in pipes}     # updated in place (see _tick)
+        self._tick = {p: (self.clock[p], i) for i, p in enumerate(pipes)}
         self._scalar_index = self.pipe_index.get("S", 0)
         self._s_generation = 0                      # bumped whenever S learns something (a wait)
         self._s_seen = dict.fromkeys(pipes, 0)      # the generation each pipe last learnt from S
@@ -231,12 +232,14 @@ class CoreState:
     def _learn_from_scalar(self, pipe: str) -> None:
         """``pipe`` learns what S learnt from its waits (S issued pipe's next instruction after
         them), but not S's own count: S's UB accesses need a flag from S."""
-        c = self.clock[pipe]
-        joined = list(map(max, c, self.clock["S"]))
-        si = self._scalar_index
-        joined[si] = c[si]
-        self.clock[pipe] = joined
         self._s_seen[pipe] = self._s_generation
+        if pipe == "S":
+            return
+        c = self.clock[pipe]
+        si = self._scalar_index
+        own = c[si]
+        c[:] = map(max, c, self.clock["S"])       # in place: _tick holds the list
+        c[si] = own
 
     def clock_snapshot(self, pipe: str) -> tuple:
         """Everything issued on ``pipe`` so far, as a clock (a SetFlag / EnQue / FreeTensor on it)."""
@@ -249,7 +252,8 @@ class CoreState:
         AllocTensor on it)."""
         if snapshot is None:
             return
-        self.clock[pipe] = list(map(max, self.clock[pipe], snapshot))
+        c = self.clock[pipe]
+        c[:] = map(max, c, snapshot)
         if pipe == "S":
             self._s_generation += 1
 
@@ -317,9 +321,10 @@ class CoreState:
                 start = other
         end = start + cost_cycles
         free[pipe] = end
-        if pipe != "S" and self._s_seen[pipe] != self._s_generation:
+        if self._s_seen[pipe] != self._s_generation:
             self._learn_from_scalar(pipe)
-        self.clock[pipe][self.pipe_index[pipe]] += 1
+        c, i = self._tick[pipe]
+        c[i] += 1
         complete = end + self.latency[pipe]
         self.done[pipe] = complete
         if pipe != "S" and inflight is not None:
@@ -365,7 +370,8 @@ class CoreState:
                 "after the producing instruction, then wait for it before the consuming one.")
         when = pending.popleft()
         snapshot = self.flag_clocks[(src, dst, event_id)].popleft()[0]
-        self.clock[dst] = list(map(max, self.clock[dst], snapshot))
+        c = self.clock[dst]
+        c[:] = map(max, c, snapshot)
         if dst == "S":
             self._s_generation += 1
         if dst == "S" and src == "V":
@@ -411,7 +417,7 @@ class CoreState:
             # happens-before: every pipe is ordered after everything issued on every pipe
             joined = [max(col) for col in zip(*self.clock.values())]
             for p in self.pipes:
-                self.clock[p] = list(joined)
+                self.clock[p][:] = joined
             self._s_generation += 1
         else:
             self._check_pipe(pipe)
