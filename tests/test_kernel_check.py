@@ -210,13 +210,18 @@ def test_sync_without_the_mte2_s_pair_fails_and_the_whole_answer_passes():
 
 
 def test_sync_with_an_unconsumed_set_flag_fails_with_its_line():
-    """The MTE2_S SetFlag without its wait is also a flag left set at the block's end."""
-    from npu_lab.lang import UnmatchedFlagError
-    from npu_lab.lang.launch import launch  # noqa: F401  (the error comes from launch)
+    """An MTE3_S SetFlag for a tile j + 2 that does not exist is a flag left set at the end."""
+    fn = _variant("05.sync", '        if j + 2 < n:\n            ctx.set_flag("MTE3_S", j % 2)',
+                  '        if True:\n            ctx.set_flag("MTE3_S", j % 2)', "always-set")
+    r = check_kernel(fn, "05.sync")
+    assert r.correct is False and type(r.error).__name__ == "UnmatchedFlagError", str(r)
+    assert "a SetFlag that no WaitFlag consumes" in str(r) and "SetFlag<HardEvent::MTE3_S>" in str(r)
+    assert "<cell 05.sync always-set>" in str(r)
 
+
+def test_the_order_of_two_waits_is_free():
     fn = _variant("05.sync", '        ctx.wait_flag("MTE2_S", j % 2)\n        if j >= 2:\n'
                   '            ctx.wait_flag("MTE3_S", j % 2)\n',
                   '        if j >= 2:\n            ctx.wait_flag("MTE3_S", j % 2)\n        '
                   'ctx.wait_flag("MTE2_S", j % 2)\n', "late-wait")
-    assert check_kernel(fn, "05.sync").correct       # the order of two waits is free: still right
-    assert issubclass(UnmatchedFlagError, Exception)
+    assert check_kernel(fn, "05.sync").correct

@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..lang import AscendCRuleError, CapabilityError, QueueError, RaceError, UbOverflowError
+from ..lang import AscendCRuleError, CapabilityError, QueueError, RaceError, UbOverflowError, UnmatchedFlagError
 from ..sim import SimulationError
 from .checks import CheckResult
 
@@ -247,6 +247,11 @@ def _advice(exc: BaseException) -> tuple[str, str]:
                 "ctx.set_flag('SRC_DST', id) after the producer and ctx.wait_flag('SRC_DST', id) before the "
                 "consumer (e.g. MTE2_S before scalar code reads loaded data, V_S before it reads a vector "
                 "result), or pass the tensor through a TQue (VECIN syncs MTE2->V, VECOUT V->MTE3)")
+    if isinstance(exc, UnmatchedFlagError):
+        return ("a SetFlag that no WaitFlag consumes",
+                "every set_flag needs its wait_flag with the same HardEvent and id: add the wait before the "
+                "instruction that needs the data, or set the flag only when a wait will follow (e.g. not for "
+                "a tile j + 2 that does not exist)")
     if isinstance(exc, UbOverflowError):
         return ("a Unified Buffer overflow",
                 "your init_buffer calls ask for more UB than the core has: add up slots x bytes of every "
