@@ -57,7 +57,7 @@ INSTRUCTIONS = frozenset(
     - {"GetBlockIdx", "GetBlockNum", "GetTPipePtr", "SetFlag", "WaitFlag", "PipeBarrier"} | {"GetValue", "SetValue"})
 #: Sync and queue calls (recorded by ``npu_lab.lang.context.record_calls``, not in a BlockTrace).
 SYNC_CALLS = frozenset({"SetFlag", "WaitFlag", "PipeBarrier", "AllocTensor", "EnQue", "DeQue", "FreeTensor",
-                        "TPipe::InitBuffer"})
+                        "TPipe::InitBuffer", "AllocEventID", "ReleaseEventID", "FetchEventID"})
 #: C++ method names that are an ASCEND_C_API entry under a qualified key.
 _ALIASES = {"InitBuffer": "TPipe::InitBuffer", "Get": "TBuf::Get"}
 #: Calls a listing may make that are not in ASCEND_C_API, and why (keep this short).

@@ -48,7 +48,7 @@ def record_calls():
     appends its log to the yielded list, in creation order: a list of ``(pipe, event name)`` per
     instruction and ``(None, call)`` per sync / queue call (``"SetFlag<MTE2_S>"``,
     ``"PipeBarrier<PIPE_ALL>"``, ``"EnQue"``, ``"DeQue"``, ``"AllocTensor"``, ``"FreeTensor"``,
-    ``"InitBuffer"``). Run small cases: a timing-only run fast-forwards long loops, so their
+    ``"InitBuffer"``, ``"AllocEventID"``, ``"ReleaseEventID"``, ``"FetchEventID"``). Run small cases: a timing-only run fast-forwards long loops, so their
     skipped iterations are not in the log."""
     logs: list[list] = []
     _call_recorders.append(logs)

@@ -288,6 +288,7 @@ class TPipe:
         event = self._hard_event(event, "alloc_event_id")
         eid = self._lowest_free(event, "alloc_event_id")
         self._event_ids[event].add(eid)
+        self.core.log_call("AllocEventID", (event, eid))
         return eid
 
     def release_event_id(self, event, event_id) -> None:
@@ -301,13 +302,16 @@ class TPipe:
                 f"(held: {sorted(taken) or 'none'}). ReleaseEventID takes an id AllocEventID<HardEvent::{event}>() "
                 "returned, once (ReleaseEventID.md); an id from FetchEventID is not held and needs no release.")
         taken.discard(event_id)
+        self.core.log_call("ReleaseEventID", (event, event_id))
 
     def fetch_event_id(self, event) -> int:
         """``FetchEventID(HardEvent::X)``: the lowest free TEventID of ``event`` without holding it
         (FetchEventID.md: for a pair used at once; two pairs of one event in flight need two ids
         from alloc_event_id)."""
         event = self._hard_event(event, "fetch_event_id")
-        return self._lowest_free(event, "fetch_event_id")
+        eid = self._lowest_free(event, "fetch_event_id")
+        self.core.log_call("FetchEventID", (event, eid))
+        return eid
 
     def _name(self, base: str) -> str:
         n = self._names.get(base, 0)
