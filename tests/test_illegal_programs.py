@@ -282,6 +282,13 @@ def k_set_flag_never_waited(ctx):
     ctx.set_flag("MTE2_V", 0)
 
 
+def k_set_flag_twice_same_id(ctx):
+    ctx.data_copy(ub(ctx), gm(), 64)
+    ctx.set_flag("MTE2_V", 1)
+    ctx.data_copy(ub(ctx, name="b"), gm(), 64)
+    ctx.set_flag("MTE2_V", 1)                              # the first is not waited yet
+
+
 def k_event_ids_exhausted(ctx):
     for _ in range(9):
         ctx.pipe.alloc_event_id("MTE2_V")
@@ -418,6 +425,9 @@ CATALOGUE = [
     Illegal("setflag-never-waited", "SetFlag and WaitFlag must be used in pairs",
             "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_set_flag_never_waited, B910, UnmatchedFlagError,
             r"SetFlag<HardEvent::MTE2_V>\(0\) at test_illegal_programs\.py:\d+ is never waited.*必须成对使用"),
+    Illegal("setflag-twice-same-id", "two SetFlags of one event and id in a row are undefined behaviour",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_set_flag_twice_same_id, B910, AscendCRuleError,
+            r"SetFlag<HardEvent::MTE2_V>\(1\) again before a WaitFlag consumed the one set at test_illegal_programs\.py:\d+.*alloc_event_id"),
     Illegal("event-ids-exhausted", "AllocEventID: TEventIDs are limited; release each one",
             "资源管理/TPipe/AllocEventID.md", k_event_ids_exhausted, B910, EventIdError,
             r"all 8 TEventIDs of HardEvent::MTE2_V are allocated.*ReleaseEventID"),

@@ -173,6 +173,14 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         SetFlag-WaitFlag(ISASI).md."""
         src, dst, eid = _event(event, event_id)
         caller = sys._getframe(1)      # the kernel (no lang code calls set_flag)
+        if self.core.flags.get((src, dst, eid)):
+            _file, line = self.core.flag_clocks[(src, dst, eid)][-1][1]
+            raise AscendCRuleError(
+                f"SetFlag<HardEvent::{event}>({eid}) again before a WaitFlag consumed the one set at "
+                f"{os.path.basename(_file)}:{line}: two SetFlags of one event and id in a row are undefined "
+                "behaviour on the device (a PipeBarrier after them hangs; SetFlag-WaitFlag(ISASI).md, 约束说明). "
+                f"Wait for the first one before setting it again, or give the second pair its own id "
+                f"(ctx.pipe.alloc_event_id(\"{event}\"), one per buffer in flight).")
         self.core.set_flag(src, dst, eid, (caller.f_code.co_filename, caller.f_lineno))
 
     def wait_flag(self, event: str, event_id: int) -> None:
