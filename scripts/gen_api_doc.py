@@ -31,8 +31,8 @@ GROUPS = [
       "TPipe::Reset", "GetUserWorkspace", "bfloat16_t"]),
     ("sync", "Sync",
      "whenever two pipes share a buffer that no queue orders: set a flag after the producer, wait for it before the "
-     "consumer (`HardEvent` SRC_DST, ids 0-7); a barrier only when everything must drain.",
-     ["SetFlag", "WaitFlag", "PipeBarrier"]),
+     "consumer (`HardEvent` SRC_DST; in a TPipe kernel the id comes from `AllocEventID` (held) or `FetchEventID` (at once)); a barrier only when everything must drain.",
+     ["SetFlag", "WaitFlag", "PipeBarrier", "GetTPipePtr", "AllocEventID", "ReleaseEventID", "FetchEventID"]),
     ("data-movement", "Data movement",
      "GM <-> UB by DMA (MTE2 in, MTE3 out): `DataCopy` for whole 32-byte blocks, `DataCopyPad` for anything else "
      "(byte lengths, padding); `Copy` moves data inside the UB on the vector pipe.",

@@ -46,7 +46,7 @@ def test_every_entry_resolves(name):
     attr = entry["python"].rpartition(".")[2]
     if entry["python"].startswith(("KernelContext.", "TQue.", "LocalTensor.")):
         # methods: the C++ name in snake_case (TPipe::InitBuffer -> init_buffer, EnQue -> enque)
-        assert attr == _snake(name.rpartition("::")[2]).replace("en_que", "enque").replace("de_que", "deque"), \
+        assert attr == _snake(name.rpartition("::")[2]).replace("en_que", "enque").replace("de_que", "deque").replace("t_pipe", "tpipe"), \
             (name, attr)
 
 

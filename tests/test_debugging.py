@@ -115,7 +115,7 @@ def test_explain_a_read_after_write_race():
         launch(_store_too_early, 1, *_gm(), hw=CHIP)
     text = explain_error(info.value)
     assert "read-after-write" in text and 'set_flag("V_MTE3", id)' in text
-    assert "pipes: MTE3" in text and "but V uses 'y'" in text
+    assert "pipes: MTE3 (" in text and "and V (" in text and "use 'y' with nothing ordering them" in text
     assert "test_debugging.py line" in text and "ctx.data_copy(y_gm, y, 256)" in text
     assert kernel_line(info.value).endswith("ctx.data_copy(y_gm, y, 256)                     # no V_MTE3: the line the report must name")
 
@@ -407,3 +407,43 @@ def test_no_value_answer_is_printed_above_its_question():
             for shown in {f"{answer:.2f}", f"{answer:.1f}", f"{answer:.0f}", f"{answer:g}"}:
                 hit = re.search(rf"(?<![\d.]){re.escape(shown)}(?![\d])", text)
                 assert not hit, f"{name}'s answer {answer} appears as {shown!r} above its question"
+
+
+def _scale_tiles_with(reuse_syncs):
+    """scale_tiles with the given reuse syncs at the top of the loop body (08.1's answer slot)."""
+    @npu_kernel
+    def scale_tiles(ctx, x_gm, y_gm, tiles):
+        x_buf, y_buf = TBuf(TPosition.VECCALC), TBuf(TPosition.VECCALC)
+        ctx.pipe.init_buffer(x_buf, 512 * 4, name="x")
+        ctx.pipe.init_buffer(y_buf, 512 * 4, name="y")
+        x, y = x_buf.get(np.float32), y_buf.get(np.float32)
+        for i in range(tiles):
+            for sync in reuse_syncs:
+                if sync == "PIPE_ALL":
+                    ctx.pipe_barrier("PIPE_ALL")
+                else:
+                    ctx.set_flag(sync, 0); ctx.wait_flag(sync, 0)
+            ctx.data_copy(x, x_gm[i * 512], 512)
+            ctx.set_flag("MTE2_V", 0); ctx.wait_flag("MTE2_V", 0)
+            ctx.muls(y, x, 2.0, 512)
+            ctx.set_flag("V_MTE3", 0); ctx.wait_flag("V_MTE3", 0)
+            ctx.data_copy(y_gm[i * 512], y, 512)
+    return scale_tiles
+
+
+@pytest.mark.parametrize("given, missing_event", [(("V_MTE2",), "MTE3_V"), (("MTE3_V",), "V_MTE2")])
+def test_race_fix_with_one_of_two_flags_fails_naming_the_other(given, missing_event):
+    """08.1 with one flag of two (issue 16 §1): the old, timing-based detector let V_MTE2 alone pass
+    (the store of tile i-1 happened to end before the Muls of tile i); happens-before does not."""
+    r = ex08.check_race_fix(_scale_tiles_with(given))
+    assert r.correct is False, str(r)
+    assert f"no {missing_event} flag" in str(r) and f'ctx.set_flag("{missing_event}", id)' in str(r)
+
+
+def test_race_fix_feedback_names_what_the_learner_added():
+    r = ex08.check_race_fix(_scale_tiles_with(("V_MTE2", "MTE3_V")))
+    assert r.correct is True and "You added V_MTE2, MTE3_V" in str(r)
+    r = ex08.check_race_fix(_scale_tiles_with(("PIPE_ALL",)))
+    assert r.correct is True and "You added PIPE_ALL" in str(r) and "MTE3_V" not in str(r), str(r)
+    r = ex08.check_race_fix(_scale_tiles_with(("MTE3_MTE2", "MTE3_V", "V_MTE2")))
+    assert r.correct is True and "You added MTE3_MTE2, MTE3_V, V_MTE2" in str(r)

@@ -23,6 +23,7 @@ from npu_lab.lang import (MASK_PLACEHOLDER, SELMODE, AscendCRuleError, BinaryRep
                           CapabilityError, CopyRepeatParams,
                           DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, GatherMaskParams, MrgSort4Info,
                           MrgSortSrcList, QueueError, RaceError, RoundMode, TBuf, TPosition, TQue, UnaryRepeatParams)
+from npu_lab.lang import EventIdError, UnmatchedFlagError
 
 B910, P310 = "ascend-910b2", "ascend-310p3"
 #: the 910B2 compiled with --cce-disable-asc-reserved-ubuf (the 8 KB reserve is ordinary UB)
@@ -364,6 +365,53 @@ def k_binary_block_stride_over_uint8(ctx):
     a = ub(ctx, count=64 * 300)
     ctx.add(a, a, a, 64, 1, BinaryRepeatParams(256, 1, 1, 8, 8, 8))
 
+# ---- happens-before: races the timeline does not overlap, flags never waited, event ids ----------
+def k_race_hidden_by_scalar_work(ctx):
+    x = ub(ctx, name="x")
+    ctx.data_copy(x, gm(), 64)
+    ctx.scalar("long scalar work", ops=20000)              # the load is long done, but unordered
+    x.get_value(0)
+
+
+def k_race_hidden_by_a_long_copy(ctx):
+    x, y, big = ub(ctx, name="x"), ub(ctx, name="y"), ub(ctx, count=8192, name="big")
+    ctx.data_copy(big, gm(8192), 8192)
+    ctx.data_copy(x, gm(), 64)
+    ctx.set_flag("MTE2_V", 0)
+    ctx.wait_flag("MTE2_V", 0)
+    ctx.muls(y, x, 2.0, 64)
+    ctx.set_flag("MTE2_MTE3", 0)
+    ctx.wait_flag("MTE2_MTE3", 0)
+    ctx.data_copy(GlobalTensor.empty(8192, np.float32, "big_out"), big, 8192)   # MTE3 busy long after V
+    ctx.data_copy(GlobalTensor.empty(64, np.float32, "y_gm"), y, 64)            # no V_MTE3
+
+
+def k_setvalue_then_vector_without_s_v(ctx):
+    a, b = ub(ctx, name="a"), ub(ctx, name="b")
+    a.set_value(0, 1.0)
+    ctx.adds(b, a, 1.0, 64)
+
+
+def k_set_flag_never_waited(ctx):
+    ctx.data_copy(ub(ctx), gm(), 64)
+    ctx.set_flag("MTE2_V", 0)
+
+
+def k_set_flag_twice_same_id(ctx):
+    ctx.data_copy(ub(ctx), gm(), 64)
+    ctx.set_flag("MTE2_V", 1)
+    ctx.data_copy(ub(ctx, name="b"), gm(), 64)
+    ctx.set_flag("MTE2_V", 1)                              # the first is not waited yet
+
+
+def k_event_ids_exhausted(ctx):
+    for _ in range(9):
+        ctx.pipe.alloc_event_id("MTE2_V")
+
+
+def k_release_a_fetched_event_id(ctx):
+    ctx.pipe.release_event_id("V_S", ctx.pipe.fetch_event_id("V_S"))
+
 
 CATALOGUE = [
     Illegal("datacopy-unaligned-count", "DataCopy count * sizeof(T) must be a multiple of 32 B (else rounded down)",
@@ -459,7 +507,7 @@ CATALOGUE = [
             r"event id must be a whole number 0\.\.7, got 8"),
     Illegal("race-scalar-after-vecin-deque", "a VECIN DeQue syncs MTE2->V only; GetValue needs MTE2_S",
             "同步控制/核内同步/关键特性说明.md", k_scalar_read_after_vecin_deque, B910, RaceError,
-            r"race on UB buffer 'x_in': GetValue on pipe S.*MTE2 is still writing.*set_flag/wait_flag"),
+            r"race on UB buffer 'x_in' \(read after write\): GetValue on pipe S.*on pipe MTE2.*no MTE2_S flag.*set_flag\(\"MTE2_S\""),
     Illegal("tensor-slice", "Ascend C tensors have operator[] (an offset), not slices",
             "数据结构/GlobalTensor/operator.md", k_tensor_slice, B910, TypeError,
             r"no slices\. Use x_gm\[offset\].*pass the element count"),
@@ -548,6 +596,27 @@ CATALOGUE = [
     Illegal("binary-block-stride-over-uint8", "BinaryRepeatParams' block strides are uint8_t",
             "辅助数据结构/BinaryRepeatParams.md", k_binary_block_stride_over_uint8, B910, AscendCRuleError,
             r"dst block stride must be a whole number 0\.\.255, got 256"),
+    Illegal("race-hidden-by-scalar-work", "happens-before: GetValue of loaded data needs MTE2_S even when the load is long done",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_race_hidden_by_scalar_work, B910, RaceError,
+            r"'x' \(read after write\): GetValue on pipe S.*no MTE2_S flag.*happens to keep them apart"),
+    Illegal("race-hidden-by-long-copy", "happens-before: a store of a vector result needs V_MTE3 even behind a long copy",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_race_hidden_by_a_long_copy, B910, RaceError,
+            r"'y' \(read after write\).*no V_MTE3 flag between Muls x1 on V and DataCopy.*happens to keep them apart"),
+    Illegal("setvalue-then-vector-no-s-v", "a scalar SetValue is ordered before another pipe's read only by a flag (S_V)",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_setvalue_then_vector_without_s_v, B910, RaceError,
+            r"'a' \(read after write\): Adds.*SetValue on pipe S.*no S_V flag"),
+    Illegal("setflag-never-waited", "SetFlag and WaitFlag must be used in pairs",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_set_flag_never_waited, B910, UnmatchedFlagError,
+            r"SetFlag<HardEvent::MTE2_V>\(0\) at test_illegal_programs\.py:\d+ is never waited.*必须成对使用"),
+    Illegal("setflag-twice-same-id", "two SetFlags of one event and id in a row are undefined behaviour",
+            "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_set_flag_twice_same_id, B910, AscendCRuleError,
+            r"SetFlag<HardEvent::MTE2_V>\(1\) again before a WaitFlag consumed the one set at test_illegal_programs\.py:\d+.*alloc_event_id"),
+    Illegal("event-ids-exhausted", "AllocEventID: TEventIDs are limited; release each one",
+            "资源管理/TPipe/AllocEventID.md", k_event_ids_exhausted, B910, EventIdError,
+            r"all 8 TEventIDs of HardEvent::MTE2_V are allocated.*ReleaseEventID"),
+    Illegal("release-fetched-event-id", "ReleaseEventID takes an id AllocEventID returned",
+            "资源管理/TPipe/ReleaseEventID.md", k_release_a_fetched_event_id, B910, EventIdError,
+            r"release_event_id\(HardEvent::V_S, 0\): that id was not allocated"),
 ]
 
 

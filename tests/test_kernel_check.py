@@ -97,7 +97,7 @@ def test_the_course_v2_itself_does_not_meet_the_faster_target():
 def test_missing_sync_gives_a_race_hint_on_the_learners_line():
     r = check_kernel(_cell_fn(kernel_skeleton("05.sync"), "05.sync", "nosync"), "05.sync")
     assert r.correct is False and type(r.error).__name__ == "RaceError"
-    assert "a race (a missing sync)" in r and "set_flag" in r
+    assert "a race (a missing sync" in r and "set_flag" in r
     assert "scalar_topk_softmax(ctx, scores[p * Es]" in r and "<cell 05.sync nosync>" in r
 
 
@@ -187,3 +187,41 @@ def test_placement_document_is_current():
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "kernel_exercises.md"
     assert doc.read_text(encoding="utf-8") == exercises_markdown(), "regenerate docs/kernel_exercises.md"
+
+
+# ---- happens-before: the two learner-run failures (issue 16 §1) --------------------------------
+def test_sync_without_the_mte3_s_wait_fails_on_the_reused_output_slot():
+    """05.sync with MTE2_S but without the MTE3_S wait: the stores of tile j-2 and the scalar writes
+    of tile j are not ordered, even where the timeline keeps them apart: a RaceError naming MTE3_S."""
+    fn = _variant("05.sync", '        if j >= 2:\n            ctx.wait_flag("MTE3_S", j % 2)\n', "", "no-mte3-s")
+    r = check_kernel(fn, "05.sync")
+    assert r.correct is False and type(r.error).__name__ == "RaceError", str(r)
+    assert r.error.event == "MTE3_S" and r.error.kind == "write after read", str(r)
+    assert "no MTE3_S flag between DataCopyPad" in str(r) and "heap top-k + softmax on S" in str(r)
+    assert "ctx.wait_flag('MTE3_S', id) before the S one" in str(r)
+    assert "<cell 05.sync no-mte3-s>" in str(r)
+
+
+def test_sync_without_the_mte2_s_pair_fails_and_the_whole_answer_passes():
+    fn = _variant("05.sync", '        ctx.wait_flag("MTE2_S", j % 2)\n', "", "no-mte2-s-wait")
+    r = check_kernel(fn, "05.sync")
+    assert r.correct is False and type(r.error).__name__ == "RaceError" and r.error.event == "MTE2_S", str(r)
+    assert check_kernel(_cell_fn(kernel_solution_cell("05.sync"), "05.sync", "whole"), "05.sync").correct
+
+
+def test_sync_with_an_unconsumed_set_flag_fails_with_its_line():
+    """An MTE3_S SetFlag for a tile j + 2 that does not exist is a flag left set at the end."""
+    fn = _variant("05.sync", '        if j + 2 < n:\n            ctx.set_flag("MTE3_S", j % 2)',
+                  '        if True:\n            ctx.set_flag("MTE3_S", j % 2)', "always-set")
+    r = check_kernel(fn, "05.sync")
+    assert r.correct is False and type(r.error).__name__ == "UnmatchedFlagError", str(r)
+    assert "a SetFlag that no WaitFlag consumes" in str(r) and "SetFlag<HardEvent::MTE3_S>" in str(r)
+    assert "<cell 05.sync always-set>" in str(r)
+
+
+def test_the_order_of_two_waits_is_free():
+    fn = _variant("05.sync", '        ctx.wait_flag("MTE2_S", j % 2)\n        if j >= 2:\n'
+                  '            ctx.wait_flag("MTE3_S", j % 2)\n',
+                  '        if j >= 2:\n            ctx.wait_flag("MTE3_S", j % 2)\n        '
+                  'ctx.wait_flag("MTE2_S", j % 2)\n', "late-wait")
+    assert check_kernel(fn, "05.sync").correct

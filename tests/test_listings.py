@@ -183,7 +183,7 @@ MUTATIONS = [
     ("scaled_add", "            DataCopy(y, yGm[lo], n);\n        } else {",
      "        } else {", "drop a copy in one branch"),
     ("v1", "            // scalar: heap top-k + softmax\n", "", "lose the scalar marker (GetValue/SetValue show)"),
-    ("v1", "        SetFlag<HardEvent::S_MTE3>(0);   // results are in UB: the stores may start\n", "",
+    ("v1", "        SetFlag<HardEvent::S_MTE3>(eventSToMte3);  // results are in UB: the stores may start\n", "",
      "drop a flag"),
     ("v1", "DataCopyPad(indicesGm[row * K], topkIndices[p * Ks]", "DataCopyPad(topkIndices[p * Ks], indicesGm[row * K]",
      "a store turned into a load"),
@@ -191,7 +191,7 @@ MUTATIONS = [
      "the barrier in the wrong place (v2 built as v2_bad_sync)"),
     ("v2_bad_sync", "KernelMoeGatingV2<DTYPE_GATE, true> op;", "KernelMoeGatingV2<DTYPE_GATE, false> op;",
      "the pitfall fixed in the C++ only"),
-    ("v2", "            SetFlag<HardEvent::S_MTE2>(j % 2);    // the slot may be refilled (tile j+2)\n", "",
+    ("v2", "            SetFlag<HardEvent::S_MTE2>(eventSToMte2[j % 2]);    // the slot may be refilled (tile j+2)\n", "",
      "drop the slot-refill flag"),
     ("v2c", "            DataCopy(weightsGm[firstRow * K], values, points * K);\n", "", "drop one coalesced store"),
 ]

@@ -368,7 +368,7 @@ def test_overwriting_a_buffer_still_being_read_is_a_race():
     ctx.wait_flag("MTE2_V", 0)
     for _ in range(20):
         ctx.exp(b, a, 2048)
-    with pytest.raises(RaceError, match="'a'.*still reading"):
+    with pytest.raises(RaceError, match="'a' \\(write after read\\).*no V_MTE2 flag"):
         ctx.data_copy(a, gm(2048), 2048)
 
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..lang.errors import RaceError
+
 __all__ = ["TileComparison", "compare_by_tile", "explain_error", "kernel_line", "pipe_bubbles",
            "bubble_summary", "op_summary"]
 
@@ -61,12 +63,6 @@ def kernel_line(exc: BaseException) -> str | None:
     return f"{where} line {found.lineno}: {code}"
 
 
-# "race on UB buffer 'y': DataCopy on pipe MTE3 starts at cycle 930 but V is still writing it until 948"
-_RACE = re.compile(r"race on UB buffer '(?P<buf>[^']*)': (?P<instr>.+?) on pipe (?P<dst>\w+) starts at "
-                   r"cycle (?P<start>\d+) but (?P<src>\w+) is still (?P<verb>writing|reading) it until "
-                   r"(?P<until>\d+)")
-
-
 def explain_error(exc: BaseException) -> str:
     """A simulator error as a few lines a learner can act on.
 
@@ -81,17 +77,16 @@ def explain_error(exc: BaseException) -> str:
     where = kernel_line(exc)
     if where:
         lines.append(f"  the kernel line: {where}")
-    m = _RACE.search(str(exc))
-    if m:
-        src, dst = m["src"], m["dst"]
-        kind = ("read-after-write: it reads data the other pipe has not finished writing"
-                if m["verb"] == "writing" else
-                "write-after-read: it overwrites data the other pipe is still reading")
-        lines += [f"  pipes: {dst} ({m['instr']}) starts at cycle {m['start']}, but {src} uses "
-                  f"'{m['buf']}' until cycle {m['until']}: {kind}",
-                  f"  fix: ctx.set_flag(\"{src}_{dst}\", id) after the {src} instruction and "
-                  f"ctx.wait_flag(\"{src}_{dst}\", id) before this line "
-                  f"(SetFlag/WaitFlag<HardEvent::{src}_{dst}>), or a TQue if the pair is one "
+    if isinstance(exc, RaceError) and exc.event:
+        (e_name, src, e_source), (name, dst, source) = exc.earlier, exc.later
+        kind = {"read after write": "read-after-write: it reads data the other pipe writes",
+                "write after read": "write-after-read: it overwrites data the other pipe reads",
+                "write after write": "write-after-write: both pipes write it"}[exc.kind]
+        lines += [f"  pipes: {dst} ({name}, line {source[1]}) and {src} ({e_name}, line {e_source[1]}) "
+                  f"both use '{exc.buffer}' with nothing ordering them: {kind}",
+                  f"  fix: ctx.set_flag(\"{exc.event}\", id) after the {src} instruction and "
+                  f"ctx.wait_flag(\"{exc.event}\", id) before this line "
+                  f"(SetFlag/WaitFlag<HardEvent::{exc.event}>), or a TQue if the pair is one "
                   "its position syncs (VECIN: MTE2->V, VECOUT: V->MTE3)"]
     return "\n".join(lines)
 

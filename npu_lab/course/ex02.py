@@ -296,7 +296,8 @@ def row_softmax_solution(ctx, x_gm, y_gm, tiling_bytes):
         # YOUR CODE: load row `row` (C elements; data_copy_pad: C * size is rarely whole blocks),
         # y = exp(x - max) / sum in float32 (ctx.cast first for float16; ctx.reduce_max and
         # ctx.reduce_sum into `stat` with `tmp`; the scalar unit reads stat.get_value(0) only after
-        # set_flag/wait_flag("V_S", 0)), then store y (C float32) to y_gm[row * C].
+        # set_flag/wait_flag("V_S", 0), and V rewrites `stat` only after set_flag/wait_flag("S_V", 0)
+        # follows that read), then store y (C float32) to y_gm[row * C].
         ### BEGIN SOLUTION
         ctx.data_copy_pad(x, x_gm[row * C], DataCopyExtParams(1, C * size, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
         x_in.enque(x)
@@ -309,12 +310,18 @@ def row_softmax_solution(ctx, x_gm, y_gm, tiling_bytes):
         ctx.reduce_max(stat, src, tmp, C)
         ctx.set_flag("V_S", 0)
         ctx.wait_flag("V_S", 0)
-        ctx.adds(y, src, -stat.get_value(0), C)
+        row_max = stat.get_value(0)
+        ctx.set_flag("S_V", 0)                 # the scalar read is done before V rewrites stat
+        ctx.wait_flag("S_V", 0)
+        ctx.adds(y, src, -row_max, C)
         ctx.exp(y, y, C)
         ctx.reduce_sum(stat, y, tmp, C)
         ctx.set_flag("V_S", 0)
         ctx.wait_flag("V_S", 0)
-        ctx.muls(y, y, 1.0 / stat.get_value(0), C)
+        row_sum = stat.get_value(0)
+        ctx.set_flag("S_V", 0)
+        ctx.wait_flag("S_V", 0)
+        ctx.muls(y, y, 1.0 / row_sum, C)
         x_in.free_tensor(x)
         y_out.enque(y)
         y = y_out.deque(np.float32)

@@ -83,9 +83,12 @@ def check_race_fix(kernel) -> CheckResult:
     if bad is not None:
         return bad
     latency = {}
+    from ..lang.context import record_calls
+
     for tiles in RACE_TILES:
         try:
-            x, y, timeline = run_scale_tiles(kernel, tiles)
+            with record_calls() as logs:
+                x, y, timeline = run_scale_tiles(kernel, tiles)
         except Exception as exc:          # a check never raises: it says what went wrong
             hint = ("\nHint: read which pipe came too early and which was still using the buffer, "
                     "then add that HardEvent's set_flag/wait_flag pair; run again for the next race.")
@@ -98,11 +101,38 @@ def check_race_fix(kernel) -> CheckResult:
     (few, t_few), (many, t_many) = sorted(latency.items())
     per_tile_ns = 1000 * (t_many - t_few) / (many - few)
     return right(f"no race, y = 2·x on {few} and {many} tiles; each extra tile adds {per_tile_ns:.0f} ns. "
-                 "Every pipe now waits for the one before it: MTE2 "
-                 "for V to finish reading x (V_MTE2), V for MTE3 to finish reading y (MTE3_V). Correct, "
-                 "but the pipes take turns — part 3 shows what that costs, and a second buffer "
-                 "(two event ids, or a TQue of depth 2) is the cure. A PipeBarrier(PIPE_ALL) would also "
-                 "remove the race, and stall the scalar unit too.")
+                 + _what_you_added(logs[0] if logs else []))
+
+
+#: the flags scale_tiles already had (read-after-write within a tile)
+_GIVEN_FLAGS = ("MTE2_V", "V_MTE3")
+_WHY = {"V_MTE2": "MTE2 waits for V to finish reading x (V_MTE2)",
+        "MTE3_V": "V waits for MTE3 to finish reading y (MTE3_V)",
+        "MTE3_MTE2": "MTE2 waits for MTE3 (MTE3_MTE2), which itself came after V",
+        "PIPE_ALL": "PipeBarrier<PIPE_ALL> makes every pipe wait for every other one, the scalar unit too"}
+
+
+def _what_you_added(log) -> str:
+    """What the learner's scale_tiles added to the two given flags, read from its call log (so the
+    feedback names what they wrote, not the course's answer)."""
+    added = []
+    for pipe, call in log:
+        if pipe is not None:
+            continue
+        if call.startswith("SetFlag<"):
+            event = call[len("SetFlag<"):-1]
+            if event not in _GIVEN_FLAGS and event not in added:
+                added.append(event)
+        elif call == "PipeBarrier<PIPE_ALL>" and "PIPE_ALL" not in added:
+            added.append("PIPE_ALL")
+    if not added:
+        return "Your kernel orders the reuse of x and y without new flags."
+    said = "; ".join(_WHY.get(e, "{1} waits for {0} ({2})".format(*e.split("_"), e)) for e in added)
+    text = f"You added {', '.join(added)}: {said}. "
+    if "PIPE_ALL" in added:
+        return text + "Correct, and it stalls the scalar unit too: flags between the two pipes that share a buffer cost less."
+    return (text + "Correct, but the pipes take turns — part 3 shows what that costs, and a second buffer "
+            "(two event ids, or a TQue of depth 2) is the cure.")
 
 
 # --------------------------------------------------------------------------- 08.2

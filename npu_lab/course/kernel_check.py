@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..lang import AscendCRuleError, CapabilityError, QueueError, RaceError, UbOverflowError
+from ..lang import AscendCRuleError, CapabilityError, QueueError, RaceError, UbOverflowError, UnmatchedFlagError
 from ..presets import get_preset
 from ..sim import SimulationError
 from .checks import CheckResult
@@ -234,11 +234,25 @@ def _advice(exc: BaseException) -> tuple[str, str | None]:
     """(what kind of mistake, what to do — None when there is no fix to name beyond the message's own)."""
     msg = str(exc)
     if isinstance(exc, RaceError):
+        if getattr(exc, "event", None):      # the two instructions the detector found
+            (e_name, e_pipe, e_src), (name, pipe, src) = exc.earlier, exc.later
+            at = lambda where: f" (line {where[1]})" if where and where[1] else ""  # noqa: E731
+            return (f"a race (a missing sync: {exc.kind} on '{exc.buffer}', {e_pipe} then {pipe})",
+                    f"{name} on {pipe}{at(src)} must be ordered after {e_name} on {e_pipe}{at(e_src)}: "
+                    f"ctx.set_flag('{exc.event}', id) after the {e_pipe} instruction and "
+                    f"ctx.wait_flag('{exc.event}', id) before the {pipe} one"
+                    + (" (or pass the tensor through a TQue: VECIN syncs MTE2->V, VECOUT V->MTE3)"
+                       if exc.event in ("MTE2_V", "V_MTE3") else ""))
         return ("a race (a missing sync)",
                 "between the pipe that writes a UB buffer and the one that reads it, add the flag pair "
                 "ctx.set_flag('SRC_DST', id) after the producer and ctx.wait_flag('SRC_DST', id) before the "
                 "consumer (e.g. MTE2_S before scalar code reads loaded data, V_S before it reads a vector "
                 "result), or pass the tensor through a TQue (VECIN syncs MTE2->V, VECOUT V->MTE3)")
+    if isinstance(exc, UnmatchedFlagError):
+        return ("a SetFlag that no WaitFlag consumes",
+                "every set_flag needs its wait_flag with the same HardEvent and id: add the wait before the "
+                "instruction that needs the data, or set the flag only when a wait will follow (e.g. not for "
+                "a tile j + 2 that does not exist)")
     if isinstance(exc, UbOverflowError):
         return ("a Unified Buffer overflow",
                 "your init_buffer calls ask for more UB than the core has: add up slots x bytes of every "

@@ -54,10 +54,10 @@ KERNELS_DIR = Path(__file__).resolve().parent
 #: SetValue): the calls of ``ctx`` except where-am-I and sync, plus the LocalTensor scalar accessors.
 INSTRUCTIONS = frozenset(
     {k for k, v in ASCEND_C_API.items() if v["python"].startswith("KernelContext.")}
-    - {"GetBlockIdx", "GetBlockNum", "SetFlag", "WaitFlag", "PipeBarrier"} | {"GetValue", "SetValue"})
+    - {"GetBlockIdx", "GetBlockNum", "GetTPipePtr", "SetFlag", "WaitFlag", "PipeBarrier"} | {"GetValue", "SetValue"})
 #: Sync and queue calls (recorded by ``npu_lab.lang.context.record_calls``, not in a BlockTrace).
 SYNC_CALLS = frozenset({"SetFlag", "WaitFlag", "PipeBarrier", "AllocTensor", "EnQue", "DeQue", "FreeTensor",
-                        "TPipe::InitBuffer"})
+                        "TPipe::InitBuffer", "AllocEventID", "ReleaseEventID", "FetchEventID"})
 #: C++ method names that are an ASCEND_C_API entry under a qualified key.
 _ALIASES = {"InitBuffer": "TPipe::InitBuffer", "Get": "TBuf::Get"}
 #: Calls a listing may make that are not in ASCEND_C_API, and why (keep this short).

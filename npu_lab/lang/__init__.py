@@ -6,9 +6,9 @@ from .api_map import ASCEND_C_API, api_table
 from .context import HardEvent, KernelContext
 from .debug import KernelAssertionError
 from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
-from .errors import AscendCRuleError, CapabilityError, RaceError
+from .errors import AscendCRuleError, CapabilityError, RaceError, UnmatchedFlagError
 from .launch import launch, npu_kernel
-from .memory import QueueError, TBuf, TPipe, TPosition, TQue, UbOverflowError
+from .memory import EventIdError, QueueError, TBuf, TPipe, TPosition, TQue, UbOverflowError
 from .reduce import ReduceOrder, reduce_max_tmp_elements
 from .select import CMPMODE, SELMODE, BrcbRepeatParams, GatherMaskParams
 from .sort import MrgSort4Info, MrgSortSrcList
@@ -16,8 +16,8 @@ from .tensor import GlobalTensor, LocalTensor, bfloat16_to_float, float_to_bfloa
 from .vector import MASK_PLACEHOLDER, BinaryRepeatParams, CopyRepeatParams, RoundMode, UnaryRepeatParams
 
 __all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyExtParams",
-           "DataCopyPadExtParams", "DataCopyParams", "AscendCRuleError", "CapabilityError", "RaceError",
-           "launch", "npu_kernel", "QueueError", "TBuf", "TPipe", "TPosition", "TQue", "UbOverflowError",
+           "DataCopyPadExtParams", "DataCopyParams", "AscendCRuleError", "CapabilityError", "RaceError", "UnmatchedFlagError",
+           "launch", "npu_kernel", "EventIdError", "QueueError", "TBuf", "TPipe", "TPosition", "TQue", "UbOverflowError",
            "ReduceOrder", "reduce_max_tmp_elements", "CMPMODE", "SELMODE", "BrcbRepeatParams",
            "GatherMaskParams", "MrgSort4Info", "MrgSortSrcList", "GlobalTensor", "LocalTensor",
            "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams",

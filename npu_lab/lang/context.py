@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -49,7 +50,7 @@ def record_calls():
     appends its log to the yielded list, in creation order: a list of ``(pipe, event name)`` per
     instruction and ``(None, call)`` per sync / queue call (``"SetFlag<MTE2_S>"``,
     ``"PipeBarrier<PIPE_ALL>"``, ``"EnQue"``, ``"DeQue"``, ``"AllocTensor"``, ``"FreeTensor"``,
-    ``"InitBuffer"``). Run small cases: a timing-only run fast-forwards long loops, so their
+    ``"InitBuffer"``, ``"AllocEventID"``, ``"ReleaseEventID"``, ``"FetchEventID"``). Run small cases: a timing-only run fast-forwards long loops, so their
     skipped iterations are not in the log."""
     logs: list[list] = []
     _call_recorders.append(logs)
@@ -87,7 +88,14 @@ _BARRIER_PIPES = {"PIPE_ALL": "ALL", "PIPE_V": "V", "PIPE_MTE2": "MTE2", "PIPE_M
                   "PIPE_S": "S"}
 
 
+_EVENTS: dict = {}      # (event, id) -> (src, dst, id): checked once (ids are whole ints)
+
+
 def _event(event, event_id) -> tuple[str, str, int]:
+    if type(event_id) is int:                  # not a bool (True == 1 would hit the cache)
+        got = _EVENTS.get((event, event_id))
+        if got is not None:
+            return got
     if event not in HardEvent.ALL:
         raise AscendCRuleError(f"unknown HardEvent {event!r}; use one of {', '.join(HardEvent.ALL)} "
                                "(source pipe _ destination pipe)")
@@ -95,7 +103,10 @@ def _event(event, event_id) -> tuple[str, str, int]:
             or not 0 <= event_id < EVENT_IDS:
         raise AscendCRuleError(f"event id must be a whole number 0..{EVENT_IDS - 1}, got {event_id!r}")
     src, dst = event.split("_")
-    return src, dst, int(event_id)
+    got = (src, dst, int(event_id))
+    if type(event_id) is int:
+        _EVENTS[(event, event_id)] = got
+    return got
 
 
 class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, DebugOps):
@@ -149,6 +160,11 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
         """``GetBlockNum()``: the launch's block_dim."""
         return self._block_dim
 
+    def get_tpipe_ptr(self) -> TPipe:
+        """``GetTPipePtr()``: the block's TPipe (the same object as ``ctx.pipe``). Source:
+        docs/zh/api/SIMD-API/基础API/资源管理/GetTPipePtr.md."""
+        return self.pipe
+
     # ---- synchronisation ----------------------------------------------------------------
     def set_flag(self, event: str, event_id: int) -> None:
         """``SetFlag<HardEvent::SRC_DST>(eventId)``: record that everything issued so far on the
@@ -158,7 +174,16 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
         the trace's ``scalar_drains``). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/
         SetFlag-WaitFlag(ISASI).md."""
         src, dst, eid = _event(event, event_id)
-        self.core.set_flag(src, dst, eid)
+        caller = sys._getframe(1)      # the kernel (no lang code calls set_flag)
+        if self.core.flags.get((src, dst, eid)):
+            _file, line = self.core.flag_clocks[(src, dst, eid)][-1][1]
+            raise AscendCRuleError(
+                f"SetFlag<HardEvent::{event}>({eid}) again before a WaitFlag consumed the one set at "
+                f"{os.path.basename(_file)}:{line}: two SetFlags of one event and id in a row are undefined "
+                "behaviour on the device (a PipeBarrier after them hangs; SetFlag-WaitFlag(ISASI).md, 约束说明). "
+                f"Wait for the first one before setting it again, or give the second pair its own id "
+                f"(ctx.pipe.alloc_event_id(\"{event}\"), one per buffer in flight).")
+        self.core.set_flag(src, dst, eid, (caller.f_code.co_filename, caller.f_lineno))
 
     def wait_flag(self, event: str, event_id: int) -> None:
         """``WaitFlag<HardEvent::SRC_DST>(eventId)``: the destination pipe's next instruction (the
@@ -190,39 +215,48 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
         earlier V instruction writes starts after that one *completes* (issue + repeats + the
         pipeline latency) — what Ascend C's compiler-inserted auto-sync (and a hand-written
         ``PipeBarrier<PIPE_V>`` between dependent instructions) guarantees; independent V
-        instructions overlap. Between pipes nothing is automatic: a reader on another pipe that
-        starts before the writer completed is a ``RaceError`` (a missing flag / queue)."""
+        instructions overlap. Between pipes nothing is automatic.
+
+        Races are found by happens-before, not by timing: a read after a write, a write after a
+        read or two writes of overlapping bytes on two different pipes are a ``RaceError`` unless
+        the earlier access is ordered before the later one by flags, queue hand-offs, PIPE_ALL or
+        the scalar unit's waits (vector clocks, :mod:`npu_lab.sim.core`) — whether or not the
+        timeline happens to overlap them (on a device it would, on another shape or another day).
+        Same-pipe pairs are ordered: a pipe runs in order (and V's reads wait for V's writes)."""
         rs, ws = self._resolve(name, reads), self._resolve(name, writes)
         ready = 0.0
         if pipe == "V":
             for _, r, lo, hi in rs:
                 for e in r.writes:      # read after an in-flight vector write: wait for it
-                    if e[2] > ready and e[3] == "V" and e[0] < hi and lo < e[1]:
+                    if e[2] > ready and e[0] < hi and lo < e[1]:
                         ready = e[2]
         if self.stream is not None:
             self._record_stream(pipe, name, cost_cycles, nbytes, elements, rs, ws)
         core = self.core
         # the kernel's line: _exec's caller is always lang code, so the search starts above it
+        source = issuing_source(sys._getframe(2))
         start, end = core.issue(pipe, name, cost_cycles, nbytes=nbytes, elements=elements, ready_cycles=ready,
-                                source=issuing_source(sys._getframe(2)))
+                                source=source)
         complete = core.done[pipe]
+        clock = core.clock[pipe]
+        pi = core.pipe_index[pipe]
         for t, r, lo, hi in rs:
-            for e in r.writes:
-                if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
-                    self._race(name, pipe, start, t, f"{e[3]} is still writing it until {e[2]:.0f}")
-            reads_ = r.reads
-            if reads_:
-                r.record_read(lo, hi, complete, pipe)
+            for e in r.hb_writes:
+                if e[0] < hi and lo < e[1] and clock[e[2]] < e[3]:
+                    self._race(t, e, (name, pipe, source, start), "reads", lo, hi)
+            hb_reads = r.hb_reads
+            if hb_reads:
+                r.record_read((lo, hi, pi, clock[pi], name, source, complete))
             else:                           # nothing to forget: the common first read
-                reads_.append((lo, hi, complete, pipe))
+                hb_reads.append((lo, hi, pi, clock[pi], name, source, complete))
         for t, r, lo, hi in ws:
-            for e in r.reads:
-                if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
-                    self._race(name, pipe, start, t, f"{e[3]} is still reading it until {e[2]:.0f}")
-            for e in r.writes:
-                if start < e[2] and e[3] != pipe and e[0] < hi and lo < e[1]:
-                    self._race(name, pipe, start, t, f"{e[3]} is still writing it until {e[2]:.0f}")
-            r.record_write(lo, hi, complete, pipe)
+            for e in r.hb_reads:
+                if e[0] < hi and lo < e[1] and clock[e[2]] < e[3]:
+                    self._race(t, e, (name, pipe, source, start), "overwrites", lo, hi)
+            for e in r.hb_writes:
+                if e[0] < hi and lo < e[1] and clock[e[2]] < e[3]:
+                    self._race(t, e, (name, pipe, source, start), "writes", lo, hi)
+            r.record_write((lo, hi, pi, clock[pi], name, source, complete), complete if pipe == "V" else None)
         return start, end
 
     def _exec_numerics(self, pipe: str, name: str, cost_cycles: float, reads=(), writes=(),
@@ -270,12 +304,37 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
             "to its queue; the next alloc_tensor may hand it to another tile). Use it "
             "before freeing it, or allocate a new tensor")
 
-    def _race(self, name, pipe, start, tensor, why):
+    def _race(self, tensor, earlier, later, verb, lo, hi):
+        """Raise the RaceError of an access ``later = (name, pipe, source, start)`` that is not
+        ordered after ``earlier`` (a hazard record, see UbRegion)."""
+        e_lo, e_hi, e_pi, _count, e_name, e_source, e_complete = earlier
+        e_pipe = self.core.pipes[e_pi]
+        name, pipe, source, start = later
+        kind = {"reads": "read after write", "overwrites": "write after read", "writes": "write after write"}[verb]
+        what = {"reads": "wrote", "overwrites": "reads", "writes": "also writes"}[verb]
+        overlap = (max(lo, e_lo), min(hi, e_hi))
+        event = f"{e_pipe}_{pipe}"
+        named = event in HardEvent.ALL
+        timing = (f"this timeline overlaps them (cycle {start:.0f} < {e_complete:.0f})" if start < e_complete else
+                  f"this timeline happens to keep them apart (cycle {start:.0f} >= {e_complete:.0f}), "
+                  "which the device does not promise")
+        if named:
+            fix = (f'ctx.set_flag("{event}", id) after {e_name} and ctx.wait_flag("{event}", id) before '
+                   f"{name} (SetFlag/WaitFlag<HardEvent::{event}>(id), id from ctx.pipe.fetch_event_id("
+                   f'"{event}") / alloc_event_id)')
+            queue = {"MTE2_V": "VECIN", "V_MTE3": "VECOUT"}.get(event)
+            if queue:
+                fix += f", or pass the tensor through a TQue<{queue}> (EnQue/DeQue sync {e_pipe}->{pipe})"
+        else:
+            fix = (f"a flag from {e_pipe} to {pipe} after {e_name} and its wait before {name}, or "
+                   "PipeBarrier<PIPE_ALL>")
         raise RaceError(
-            f"race on UB buffer '{tensor.name}': {name} on pipe {pipe} starts at cycle {start:.0f} "
-            f"but {why}. Add the missing sync between the two pipes: set_flag/wait_flag with the "
-            "HardEvent (e.g. MTE2_S before scalar code reads loaded data), or enque/deque through a "
-            "TQue when the pipes are the ones its position syncs (VECIN: MTE2->V, VECOUT: V->MTE3).")
+            f"race on UB buffer '{tensor.name}' ({kind}): {name} on pipe {pipe} ({_where(source)}) {verb} "
+            f"bytes {overlap[0]}..{overlap[1]} that {e_name} on pipe {e_pipe} ({_where(e_source)}) {what}, "
+            f"and nothing orders the two: no {event} flag between {e_name} on {e_pipe} and {name} on "
+            f"{pipe} ({timing}). Fix: {fix}.",
+            buffer=tensor.name, kind=kind, event=event,
+            earlier=(e_name, e_pipe, e_source), later=(name, pipe, source))
 
     def _rule(self, message: str):
         raise AscendCRuleError(message)
@@ -334,6 +393,13 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
                 or not 0 <= index < tensor.count:
             raise IndexError(f"index {index!r} outside '{tensor.name}' (0..{tensor.count - 1})")
         return int(index)
+
+
+def _where(source) -> str:
+    """``file:line`` of a kernel source line (the notebook cell's file name when in a notebook)."""
+    if not source or source[0] == "?":
+        return "line unknown"
+    return f"{os.path.basename(source[0])}:{source[1]}"
 
 
 def _span(item):

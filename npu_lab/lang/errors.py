@@ -6,11 +6,22 @@ hardware would have done instead (often: nothing visible — a silently wrong re
 
 from __future__ import annotations
 
-from ..sim.core import SimulationError
+from ..sim.core import SimulationError, UnmatchedFlagError
+
+__all__ = ["RaceError", "AscendCRuleError", "CapabilityError", "UnmatchedFlagError", "SimulationError"]
 
 
 class RaceError(SimulationError):
-    """An instruction touched UB data another pipe had not finished with (a missing sync)."""
+    """Two pipes touched overlapping UB bytes (at least one writing) with nothing ordering them:
+    a missing sync, found by happens-before whatever the timing (see ``KernelContext._exec``).
+
+    Attributes (None when raised elsewhere): ``buffer`` (its name), ``kind`` ("read after write",
+    "write after read", "write after write"), ``event`` (the HardEvent that would order them,
+    "SRC_DST"), ``earlier`` / ``later`` (instruction name, pipe, (file, line))."""
+
+    def __init__(self, message: str, *, buffer=None, kind=None, event=None, earlier=None, later=None):
+        super().__init__(message)
+        self.buffer, self.kind, self.event, self.earlier, self.later = buffer, kind, event, earlier, later
 
 
 class AscendCRuleError(SimulationError, ValueError):

@@ -214,6 +214,7 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         # block rather than per instruction (it is not free: ~1 us a call)
         with np.errstate(all="ignore"), _gm_written_by_instructions_only():
             kernel(ctx, *args, **kwargs)
+        ctx.core.check_flags_consumed()      # a SetFlag never waited (UnmatchedFlagError)
         if stream is None:
             return ctx.core.finish(), None
         c = ctx.core                         # counters set outside _exec, compared too

@@ -13,9 +13,12 @@ The state compared includes, besides the pipes' clocks, flags and queue slots: e
 completion time, the DMA requests in flight (their completion times) and the vector writes still
 in flight (UB spans a later vector instruction would wait for) — all shifted on a jump.
 
-Race detection (UB hazard records) is otherwise bookkeeping, not timing: skipped iterations are
-not checked again and their records are not shifted, so a timing-only run can only miss a race
-that spans the skipped stretch — never report a false one. Full runs check every instruction.
+Race detection (happens-before: the pipes' vector clocks and the UB access records) is not
+timing: skipped iterations are not checked again and neither clocks nor records are advanced, so
+the loop resumes with the clocks of the last iteration executed — a steady state repeats the same
+edges every period, so the iterations after the jump are checked against the same relations; a
+timing-only run can only miss a race that spans the skipped stretch. Full runs check every
+instruction.
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ VECOUT     flag V -> MTE3      pipe MTE3 (until the vector op that wrote it)
 So the scalar unit is *not* synchronised by a queue: scalar code that reads a VECIN tensor
 needs its own ``wait_flag("MTE2_S", id)`` — the simulator raises a ``RaceError`` without it, as
 the hardware would compute with stale bytes. ``alloc_tensor`` makes the producer pipe wait until
-the slot's previous consumer freed it. Each of these syncs is a flag: it passes when the source
+the slot's previous consumer freed it. Each of these syncs is a flag, and a happens-before edge for
+the race detector (EnQue: producer -> consumer; FreeTensor -> the next AllocTensor of the slot:
+consumer -> producer; see :mod:`npu_lab.sim.core`): it passes when the source
 pipe's work *completed* (DMA latency, vector pipeline included), plus ``sync_flag_cycles``. ``depth`` is how many tensors may be enqueued and not yet
 dequeued (``TQue<pos, depth>``); one more ``enque`` raises.
 """
@@ -135,12 +137,13 @@ class TBuf:
 
 
 class _Slot:
-    __slots__ = ("region", "freed_at", "in_use")
+    __slots__ = ("region", "freed_at", "in_use", "freed_clock")
 
     def __init__(self, region: UbRegion):
         self.region = region
         self.freed_at = 0.0
         self.in_use = False
+        self.freed_clock = None     # the consumer's clock at FreeTensor (happens-before)
 
 
 class TQue:
@@ -159,6 +162,7 @@ class TQue:
         self._slots: list[_Slot] = []
         self._next = 0
         self._ready: deque = deque()   # (tensor, slot, time the producer finished)
+        self._ready_clocks: deque = deque()   # the producer's clock at each EnQue (happens-before)
         self._out: dict[int, _Slot] = {}
 
     def _bind(self, core, regions: list[UbRegion], name: str) -> None:
@@ -189,6 +193,7 @@ class TQue:
         slot.in_use = True
         slot.region.freed = False
         self.core.wait_until(self.producer, slot.freed_at)
+        self.core.join_clock(self.producer, slot.freed_clock)
         self._out[id(slot.region)] = slot
         return LocalTensor(slot.region, dtype)
 
@@ -204,6 +209,7 @@ class TQue:
                 "prefetch that far, or deque first.")
         # EnQue is a SetFlag: the consumer may go once the producer's work completed + the flag
         self._ready.append((tensor, slot, self.core.flag_time(self.producer)))
+        self._ready_clocks.append(self.core.clock_snapshot(self.producer))
 
     def deque(self, dtype=None) -> LocalTensor:
         """``DeQue<T>()``: the oldest enqueued tensor; the consumer pipe waits for its producer."""
@@ -214,6 +220,7 @@ class TQue:
         self.core.log_call("DeQue", self.name)
         tensor, _slot, produced_at = self._ready.popleft()
         self.core.wait_until(self.consumer, produced_at)
+        self.core.join_clock(self.consumer, self._ready_clocks.popleft())
         return tensor if dtype is None else tensor.reinterpret_cast(dtype)
 
     def free_tensor(self, tensor: LocalTensor) -> None:
@@ -224,6 +231,7 @@ class TQue:
             raise QueueError(f"queue '{self.name}': free_tensor of a tensor still enqueued; deque it first")
         # FreeTensor is a SetFlag too: the slot is free once the consumer's reads completed
         slot.freed_at = self.core.flag_time(self.consumer)
+        slot.freed_clock = self.core.clock_snapshot(self.consumer)
         slot.in_use = False
         slot.region.freed = True
 
@@ -238,14 +246,80 @@ class TQue:
         return slot
 
 
+#: TEventIDs a TPipe hands out per HardEvent: ``QUE_MAX_EVENT`` (asc-devkit
+#: impl/basic_api/kernel_macros.h: 8 for __NPU_ARCH__ 2002 / 2201 — the 310P and 910B — else 4)
+QUE_MAX_EVENT = 8
+
+
+class EventIdError(SimulationError, ValueError):
+    """AllocEventID / ReleaseEventID / FetchEventID used against their rules."""
+
+
 class TPipe:
-    """``TPipe``: carves UB into queue slots and scratch buffers for one block."""
+    """``TPipe``: carves UB into queue slots and scratch buffers for one block, and hands out the
+    event ids of SetFlag / WaitFlag (``AllocEventID`` / ``ReleaseEventID`` / ``FetchEventID``: in
+    a TPipe kernel the ids come from these, not literals — SetFlag-WaitFlag(ISASI).md, 约束说明)."""
 
     def __init__(self, core, allocator: UbAllocator):
         self.core = core
         self.allocator = allocator
         self.queues: list[TQue] = []
         self._names: dict[str, int] = {}
+        self._event_ids: dict[str, set] = {}     # HardEvent -> ids AllocEventID'd and not released
+
+    # ---- event ids (asc-devkit docs/zh/api/SIMD-API/基础API/资源管理/TPipe/AllocEventID.md,
+    # ReleaseEventID.md, FetchEventID.md; impl/basic_api/kernel_tpipe_impl.h: a bit set per
+    # HardEvent, the lowest free id first) ---------------------------------------------------
+    @staticmethod
+    def _hard_event(event, call: str) -> str:
+        from .context import HardEvent        # context imports this module
+
+        if event not in HardEvent.ALL:
+            raise EventIdError(f"{call}: unknown HardEvent {event!r}; use one of {', '.join(HardEvent.ALL)} "
+                               "(source pipe _ destination pipe)")
+        return event
+
+    def _lowest_free(self, event: str, call: str) -> int:
+        taken = self._event_ids.setdefault(event, set())
+        for i in range(QUE_MAX_EVENT):
+            if i not in taken:
+                return i
+        raise EventIdError(
+            f"{call}: all {QUE_MAX_EVENT} TEventIDs of HardEvent::{event} are allocated ({sorted(taken)}) and "
+            "none released; on the device this asserts (kernel_tpipe_impl.h: 'current id is 8, max ...'). "
+            "ReleaseEventID<HardEvent::" + event + ">(id) each id as soon as its SetFlag/WaitFlag pair is done "
+            "(AllocEventID.md: 使用结束后应该立刻调用ReleaseEventID释放，防止TEventID耗尽).")
+
+    def alloc_event_id(self, event) -> int:
+        """``AllocEventID<HardEvent::X>()``: the lowest free TEventID of ``event``, held until
+        :meth:`release_event_id`. Raises EventIdError when all ``QUE_MAX_EVENT`` are held."""
+        event = self._hard_event(event, "alloc_event_id")
+        eid = self._lowest_free(event, "alloc_event_id")
+        self._event_ids[event].add(eid)
+        self.core.log_call("AllocEventID", (event, eid))
+        return eid
+
+    def release_event_id(self, event, event_id) -> None:
+        """``ReleaseEventID<HardEvent::X>(id)``: give back an id :meth:`alloc_event_id` handed out
+        (ReleaseEventID.md: 传入的TEventID需由对应的AllocEventID申请而来)."""
+        event = self._hard_event(event, "release_event_id")
+        taken = self._event_ids.setdefault(event, set())
+        if event_id not in taken:
+            raise EventIdError(
+                f"release_event_id(HardEvent::{event}, {event_id!r}): that id was not allocated for {event} "
+                f"(held: {sorted(taken) or 'none'}). ReleaseEventID takes an id AllocEventID<HardEvent::{event}>() "
+                "returned, once (ReleaseEventID.md); an id from FetchEventID is not held and needs no release.")
+        taken.discard(event_id)
+        self.core.log_call("ReleaseEventID", (event, event_id))
+
+    def fetch_event_id(self, event) -> int:
+        """``FetchEventID(HardEvent::X)``: the lowest free TEventID of ``event`` without holding it
+        (FetchEventID.md: for a pair used at once; two pairs of one event in flight need two ids
+        from alloc_event_id)."""
+        event = self._hard_event(event, "fetch_event_id")
+        eid = self._lowest_free(event, "fetch_event_id")
+        self.core.log_call("FetchEventID", (event, eid))
+        return eid
 
     def _name(self, base: str) -> str:
         n = self._names.get(base, 0)

@@ -230,52 +230,64 @@ class GlobalTensor:
 
 
 class UbRegion:
-    """A 32-byte aligned piece of Unified Buffer and its hazard record: for byte ranges of it,
-    which pipe last wrote / read them and until when (cycles). Ranges are tracked separately, so
-    two halves of one buffer can be used by two pipes at once (a manual ping-pong).
+    """A 32-byte aligned piece of Unified Buffer and its access records, per byte range:
 
-    ``freed`` is set when its queue slot is released: a tensor used after ``FreeTensor`` raises."""
+    * ``hb_writes`` / ``hb_reads``: the race detector's records ``(lo, hi, pipe index, pipe count,
+      instruction, (file, line), completion cycle)`` — the last accesses of each range that later
+      accesses must be ordered after (happens-before, :mod:`npu_lab.sim.core`);
+    * ``writes``: timing only — vector writes ``(lo, hi, completion cycle, "V")`` a later vector
+      read waits for (auto-sync; :mod:`npu_lab.lang.loop` shifts them when it fast-forwards).
 
-    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "reads", "ctx", "freed", "views")
+    Ranges are tracked separately, so two halves of one buffer can be used by two pipes at once (a
+    manual ping-pong). ``freed`` is set when its queue slot is released: a tensor used after
+    ``FreeTensor`` raises."""
+
+    __slots__ = ("name", "offset_bytes", "nbytes", "storage", "writes", "hb_writes", "hb_reads", "ctx",
+                 "freed", "views")
 
     def __init__(self, name: str, offset_bytes: int, nbytes: int, storage: np.ndarray | None, ctx=None):
         self.name = name
         self.offset_bytes = offset_bytes
         self.nbytes = nbytes
         self.storage = storage  # uint8 bytes, or None in timing-only runs
-        self.writes: list[tuple[int, int, float, str]] = []   # (lo, hi, end, pipe)
-        self.reads: list[tuple[int, int, float, str]] = []
+        self.writes: list[tuple[int, int, float, str]] = []   # in-flight vector writes (timing)
+        self.hb_writes: list[tuple] = []
+        self.hb_reads: list[tuple] = []
         self.ctx = ctx
         self.freed = False
         self.views: dict = {}   # dtype -> the whole storage seen as it (LocalTensor.data slices it)
 
-    @staticmethod
-    def conflict(entries, lo: int, hi: int, start: float, pipe: str):
-        """The first entry overlapping [lo, hi) on another pipe that ends after ``start``."""
-        for e_lo, e_hi, e_end, e_pipe in entries:
-            if e_lo < hi and lo < e_hi and start < e_end and e_pipe != pipe:
-                return e_end, e_pipe
-        return None
-
-    def record_read(self, lo: int, hi: int, end: float, pipe: str) -> None:
-        # an older read of the same pipe inside this range ends no later: forget it
-        reads = self.reads
+    def record_read(self, record: tuple) -> None:
+        """Keep a read; an older read of the same pipe inside its range is ordered before it (a
+        pipe is in order), so anything ordered after this one is ordered after that: forget it."""
+        reads = self.hb_reads
+        lo, hi, pi = record[0], record[1], record[2]
         for e in reads:
-            if e[3] == pipe and lo <= e[0] and e[1] <= hi:
-                reads = self.reads = [e for e in reads if not (e[3] == pipe and lo <= e[0] and e[1] <= hi)]
+            if e[2] == pi and lo <= e[0] and e[1] <= hi:
+                reads = self.hb_reads = [e for e in reads if not (e[2] == pi and lo <= e[0] and e[1] <= hi)]
                 break
-        reads.append((lo, hi, end, pipe))
+        reads.append(record)
 
-    def record_write(self, lo: int, hi: int, end: float, pipe: str) -> None:
-        # everything inside the range is overwritten (its users were checked to be done)
-        if self.reads:
-            self.reads = [e for e in self.reads if not (lo <= e[0] and e[1] <= hi)]
-        writes = self.writes
+    def record_write(self, record: tuple, vector_complete: float | None) -> None:
+        """Keep a write (``vector_complete``: its completion when it is a vector write, for the
+        auto-sync wait). Every access inside its range was checked to be ordered before it, so
+        whatever is ordered after it is ordered after them: they are forgotten."""
+        lo, hi = record[0], record[1]
+        if self.hb_reads:
+            self.hb_reads = [e for e in self.hb_reads if not (lo <= e[0] and e[1] <= hi)]
+        writes = self.hb_writes
         for e in writes:
             if lo <= e[0] and e[1] <= hi:
-                writes = self.writes = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
+                writes = self.hb_writes = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
                 break
-        writes.append((lo, hi, end, pipe))
+        writes.append(record)
+        timing = self.writes
+        for e in timing:
+            if lo <= e[0] and e[1] <= hi:
+                timing = self.writes = [e for e in timing if not (lo <= e[0] and e[1] <= hi)]
+                break
+        if vector_complete is not None:
+            timing.append((lo, hi, vector_complete, "V"))
 
 
 class LocalTensor:

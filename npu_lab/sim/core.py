@@ -20,6 +20,20 @@ P's next instruction wait until everything issued on P completed, plus the barri
 
 Nothing here looks at data values: a timeline depends only on the instructions issued and their
 sizes, which is why a timing-only run reproduces a full run exactly.
+
+Happens-before (the race detector's clocks, independent of the timeline): every pipe has a vector
+clock ``clock[P]`` (one count per pipe of this core, the idea of Pallas's interpret mode). An
+instruction on P ticks P's own count; ``set_flag(src, dst)`` snapshots src's clock (everything issued
+on src so far, and all src had learnt) and the matching ``wait_flag`` joins it into dst's clock;
+``PipeBarrier<PIPE_ALL>`` joins every clock into every clock; a one-pipe barrier adds nothing (a pipe
+is in order anyway). The scalar unit issues every instruction after the waits it passed, so a pipe
+learns, at its next instruction, what S had learnt from its waits (``WaitFlag<MTE2_S>`` then a V
+instruction orders the V instruction after the load) — but not S's *own* UB accesses: a SetValue
+is ordered before a later DataCopy / vector instruction only by an ``S_MTE3`` / ``S_V`` flag, a
+GetValue before a later overwrite by ``S_MTE2`` / ``S_V`` (asc-devkit
+docs/zh/guide/技术附录/概念原理和术语/内存访问原理/Scalar读写数据.md: "SetValue ... MTE3流水需要等待
+Scalar操作结束", shown with SetFlag/WaitFlag; the simulator models a project without auto-sync).
+Access A (pipe p, count c) happens before an access on pipe q exactly when ``clock[q][p] >= c``.
 """
 
 from __future__ import annotations
@@ -54,6 +68,12 @@ _INTERNAL_CODE: dict = {}   # code object -> is it inside npu_lab/sim or npu_lab
 
 class SimulationError(RuntimeError):
     """The kernel did something the device could not run (a hang, a race, a bad sync)."""
+
+
+class UnmatchedFlagError(SimulationError):
+    """A block ended with a ``SetFlag`` no ``WaitFlag`` consumed: the device leaves that flag set,
+    and the next wait on the same event and id (in this kernel or the next one on the core) passes
+    without waiting for anything. SetFlag-WaitFlag(ISASI).md: SetFlag和WaitFlag必须成对使用."""
 
 
 def issuing_source(frame=None) -> tuple[str, int]:
@@ -197,6 +217,68 @@ class CoreState:
         #: npu_lab.lang.context.KernelContext ``stream=``): then the lang layer appends one tuple per
         #: instruction and the sync / queue calls append ``(call, detail)`` here, in program order
         self.stream: list | None = None
+        # ---- happens-before (see the module docstring) ----
+        n = len(pipes)
+        self.pipe_index = {p: i for i, p in enumerate(pipes)}
+        self.clock = {p: [0] * n for p in pipes}     # updated in place (see _tick)
+        self._tick = {p: (self.clock[p], i) for i, p in enumerate(pipes)}
+        self._scalar_index = self.pipe_index.get("S", 0)
+        self._s_generation = 0                      # bumped whenever S learns something (a wait)
+        self._s_seen = dict.fromkeys(pipes, 0)      # the generation each pipe last learnt from S
+        #: per flag key, parallel to ``flags``: (clock snapshot of src, source line of the SetFlag)
+        self.flag_clocks: dict[tuple[str, str, int], deque] = {}
+
+    # ---- happens-before -----------------------------------------------------------------
+    def _learn_from_scalar(self, pipe: str) -> None:
+        """``pipe`` learns what S learnt from its waits (S issued pipe's next instruction after
+        them), but not S's own count: S's UB accesses need a flag from S."""
+        self._s_seen[pipe] = self._s_generation
+        if pipe == "S":
+            return
+        c = self.clock[pipe]
+        si = self._scalar_index
+        own = c[si]
+        c[:] = map(max, c, self.clock["S"])       # in place: _tick holds the list
+        c[si] = own
+
+    def clock_snapshot(self, pipe: str) -> tuple:
+        """Everything issued on ``pipe`` so far, as a clock (a SetFlag / EnQue / FreeTensor on it)."""
+        if pipe != "S" and self._s_seen[pipe] != self._s_generation:
+            self._learn_from_scalar(pipe)
+        return tuple(self.clock[pipe])
+
+    def join_clock(self, pipe: str, snapshot) -> None:
+        """``pipe``'s next instructions are ordered after ``snapshot`` (a WaitFlag / DeQue /
+        AllocTensor on it)."""
+        if snapshot is None:
+            return
+        c = self.clock[pipe]
+        c[:] = map(max, c, snapshot)
+        if pipe == "S":
+            self._s_generation += 1
+
+    def unconsumed_flags(self) -> list:
+        """``(src, dst, event id, (file, line) of the SetFlag)`` of every flag set and never waited."""
+        out = []
+        for key, pending in self.flag_clocks.items():
+            for _snap, source in pending:
+                out.append((*key, source))
+        return out
+
+    def check_flags_consumed(self) -> None:
+        """Raise :class:`UnmatchedFlagError` if a SetFlag was never waited (at the block's end)."""
+        left = self.unconsumed_flags()
+        if not left:
+            return
+        src, dst, eid, (file, line) = left[0]
+        raise UnmatchedFlagError(
+            f"SetFlag<HardEvent::{src}_{dst}>({eid}) at {os.path.basename(file)}:{line} is never "
+            f"waited: the block ends with that flag still set ({len(left)} unconsumed SetFlag(s) in "
+            "all). On the device the flag stays set, so the next WaitFlag on the same event and id "
+            "passes at once, ordering nothing (SetFlag-WaitFlag(ISASI).md: SetFlag和WaitFlag必须成对使用). "
+            f"Fix: add WaitFlag<HardEvent::{src}_{dst}>({eid}) (ctx.wait_flag(\"{src}_{dst}\", id)) "
+            "where the destination pipe needs the data — after the loop, for the last tile's flags "
+            "(\"pair the last SetFlags\") — or set the flag only when a wait will follow.")
 
     def _check_pipe(self, pipe: str) -> None:
         if pipe not in self.free:
@@ -239,6 +321,10 @@ class CoreState:
                 start = other
         end = start + cost_cycles
         free[pipe] = end
+        if self._s_seen[pipe] != self._s_generation:
+            self._learn_from_scalar(pipe)
+        c, i = self._tick[pipe]
+        c[i] += 1
         complete = end + self.latency[pipe]
         self.done[pipe] = complete
         if pipe != "S" and inflight is not None:
@@ -259,10 +345,17 @@ class CoreState:
             t = self.free["S"]
         return t + self.sync_flag_cycles
 
-    def set_flag(self, src: str, dst: str, event_id: int = 0) -> None:
+    def set_flag(self, src: str, dst: str, event_id: int = 0, source=None) -> None:
+        """``source``: (file, line) of the kernel's SetFlag (found from the call stack if None)."""
         self._check_pipe(src)
         self._check_pipe(dst)
-        self.flags.setdefault((src, dst, event_id), deque()).append(self.flag_time(src))
+        key = (src, dst, event_id)
+        pending = self.flags.get(key)
+        if pending is None:
+            pending = self.flags[key] = deque()
+            self.flag_clocks[key] = deque()
+        pending.append(self.flag_time(src))
+        self.flag_clocks[key].append((self.clock_snapshot(src), source or issuing_source()))
         self.log_call(f"SetFlag<{src}_{dst}>", event_id)
 
     def wait_flag(self, src: str, dst: str, event_id: int = 0) -> None:
@@ -276,6 +369,11 @@ class CoreState:
                 "on the device this pipe would wait forever. Set the flag (same event and id) "
                 "after the producing instruction, then wait for it before the consuming one.")
         when = pending.popleft()
+        snapshot = self.flag_clocks[(src, dst, event_id)].popleft()[0]
+        c = self.clock[dst]
+        c[:] = map(max, c, snapshot)
+        if dst == "S":
+            self._s_generation += 1
         if dst == "S" and src == "V":
             self._drain(when)
         else:
@@ -316,6 +414,11 @@ class CoreState:
             self._drain(t)
             for p in self.pipes:
                 self.wait_until(p, t)
+            # happens-before: every pipe is ordered after everything issued on every pipe
+            joined = [max(col) for col in zip(*self.clock.values())]
+            for p in self.pipes:
+                self.clock[p][:] = joined
+            self._s_generation += 1
         else:
             self._check_pipe(pipe)
             self.wait_until(pipe, self.done[pipe] + self.pipe_barrier_cycles)

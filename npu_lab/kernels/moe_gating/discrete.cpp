@@ -245,6 +245,11 @@ public:
 
     __aicore__ inline void Process()
     {
+        if constexpr (!HAS_SORT) {
+            // S_MTE2 and MTE3_S stay set from one tile to the next: ids held (AllocEventID.md)
+            eventSToMte2 = GetTPipePtr()->AllocEventID<HardEvent::S_MTE2>();
+            eventMte3ToS = GetTPipePtr()->AllocEventID<HardEvent::MTE3_S>();
+        }
         for (int32_t tile = GetBlockIdx(), j = 0; tile * R < t.N; tile += GetBlockNum(), ++j) {
             int32_t first = tile * R;
             int32_t r = t.N - first < R ? t.N - first : R;
@@ -256,16 +261,20 @@ public:
                 CopyIn(first, r, j);
                 ComputeArgmax(r, j);
                 CopyOut(first, r);
-                SetFlag<HardEvent::MTE3_S>(0);          // the outputs may be rewritten
+                SetFlag<HardEvent::MTE3_S>(eventMte3ToS);   // the outputs may be rewritten
             }
         }
         if constexpr (!HAS_SORT) {
-            WaitFlag<HardEvent::S_MTE2>(0);             // pair the last SetFlags
-            WaitFlag<HardEvent::MTE3_S>(0);
+            WaitFlag<HardEvent::S_MTE2>(eventSToMte2);  // pair the last SetFlags
+            WaitFlag<HardEvent::MTE3_S>(eventMte3ToS);
+            GetTPipePtr()->ReleaseEventID<HardEvent::S_MTE2>(eventSToMte2);
+            GetTPipePtr()->ReleaseEventID<HardEvent::MTE3_S>(eventMte3ToS);
         }
     }
 
 private:
+    TEventID eventSToMte2, eventMte3ToS;                // argmax path: held across tiles
+
     __aicore__ inline void InitSort()
     {
         uint32_t pairBytes = 2 * R * Ea * sizeof(float);
@@ -314,8 +323,9 @@ private:
             // counter mode over rows of 2 * Ea floats: even / odd lanes of the first 2K of every row
             Duplicate(valuePattern, (uint32_t)0, words);
             Duplicate(indexPattern, (uint32_t)0, words);
-            SetFlag<HardEvent::V_S>(0);
-            WaitFlag<HardEvent::V_S>(0);
+            TEventID eventVToS = GetTPipePtr()->FetchEventID(HardEvent::V_S);   // waited at once
+            SetFlag<HardEvent::V_S>(eventVToS);
+            WaitFlag<HardEvent::V_S>(eventVToS);
             for (int32_t i = 0; i < R; ++i) {
                 for (int32_t w = 0; w < CeilDiv(2 * K, 32); ++w) {
                     uint32_t even = 0, odd = 0;
@@ -327,8 +337,9 @@ private:
                 }
             }
         }
-        SetFlag<HardEvent::S_V>(0);
-        WaitFlag<HardEvent::S_V>(0);
+        TEventID eventSToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);
+        SetFlag<HardEvent::S_V>(eventSToV);
+        WaitFlag<HardEvent::S_V>(eventSToV);
     }
 
     __aicore__ inline void InitArgmax()
@@ -346,7 +357,7 @@ private:
         LocalTensor<float> x = xQueue.AllocTensor<float>();
         if constexpr (!HAS_SORT) {
             if (j > 0) {
-                WaitFlag<HardEvent::S_MTE2>(0);         // S's -inf writes are done
+                WaitFlag<HardEvent::S_MTE2>(eventSToMte2);  // S's -inf writes are done
             }
         }
         int32_t rowBytes = E * sizeof(float);
@@ -422,26 +433,29 @@ private:
         outValues = valuesQueue.AllocTensor<float>();
         outIndices = indicesQueue.AllocTensor<int32_t>();
         if (j > 0) {
-            WaitFlag<HardEvent::MTE3_S>(0);              // the last tile's outputs are out
+            WaitFlag<HardEvent::MTE3_S>(eventMte3ToS);   // the last tile's outputs are out
         }
+        TEventID eventVToS = GetTPipePtr()->FetchEventID(HardEvent::V_S);   // waited at once
+        TEventID eventSToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);
         for (int32_t row = 0; row < r; ++row) {
             for (int32_t k = 0; k < K; ++k) {
                 ReduceMax(pair, x[row * Ea], tmp, E, true);
-                SetFlag<HardEvent::V_S>(0);
-                WaitFlag<HardEvent::V_S>(0);
+                SetFlag<HardEvent::V_S>(eventVToS);
+                WaitFlag<HardEvent::V_S>(eventVToS);
                 float best = pair.GetValue(0);
                 uint32_t at = pair.ReinterpretCast<uint32_t>().GetValue(1);
                 outValues.SetValue(row * K + k, best);
                 outIndices.SetValue(row * K + k, static_cast<int32_t>(at));
                 x.SetValue(row * Ea + at, NegInf());
-                SetFlag<HardEvent::S_V>(0);
-                WaitFlag<HardEvent::S_V>(0);
+                SetFlag<HardEvent::S_V>(eventSToV);
+                WaitFlag<HardEvent::S_V>(eventSToV);
             }
         }
-        SetFlag<HardEvent::S_MTE2>(0);
+        SetFlag<HardEvent::S_MTE2>(eventSToMte2);
         xQueue.FreeTensor(x);
-        SetFlag<HardEvent::S_MTE3>(0);                   // results written by S
-        WaitFlag<HardEvent::S_MTE3>(0);
+        TEventID eventSToMte3 = GetTPipePtr()->FetchEventID(HardEvent::S_MTE3);
+        SetFlag<HardEvent::S_MTE3>(eventSToMte3);        // results written by S
+        WaitFlag<HardEvent::S_MTE3>(eventSToMte3);
     }
 
     __aicore__ inline void CopyOut(int32_t first, int32_t r)

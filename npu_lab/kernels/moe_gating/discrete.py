@@ -321,15 +321,17 @@ def topk_by_sort(ctx, t, probs_gm, values_gm, indices_gm):
         words = ceil_div(2 * R * Ea, 32)
         ctx.duplicate(value_pattern, 0, words)
         ctx.duplicate(index_pattern, 0, words)
-        ctx.set_flag("V_S", 0)
-        ctx.wait_flag("V_S", 0)
+        ev_v_s = ctx.pipe.fetch_event_id("V_S")                 # waited at once: a fetched id
+        ctx.set_flag("V_S", ev_v_s)
+        ctx.wait_flag("V_S", ev_v_s)
         for i in range(R):
             for w in range(ceil_div(2 * K, 32)):
                 lanes = range(32 * w, min(32 * w + 32, 2 * K))
                 value_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 0))
                 index_pattern.set_value(i * Ea // 16 + w, sum(1 << (l - 32 * w) for l in lanes if l % 2 == 1))
-    ctx.set_flag("S_V", 0)
-    ctx.wait_flag("S_V", 0)
+    ev_s_v = ctx.pipe.fetch_event_id("S_V")
+    ctx.set_flag("S_V", ev_s_v)
+    ctx.wait_flag("S_V", ev_s_v)
 
     for _j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
@@ -372,33 +374,38 @@ def topk_by_argmax(ctx, t, probs_gm, values_gm, indices_gm):
     scratch = calc_buffer(ctx, aligned_bytes(8 + reduce_tmp_elements(E)), "row_scratch")
     pair, tmp = scratch, scratch[8]
     pair_bits = pair.reinterpret_cast(np.uint32)
+    # S_MTE2 and MTE3_S stay set from one tile to the next: ids held (AllocEventID); the others
+    # are waited right after they are set: fetched ids
+    ev_s_mte2, ev_mte3_s = ctx.pipe.alloc_event_id("S_MTE2"), ctx.pipe.alloc_event_id("MTE3_S")
     for j, tile in row_tiles(ctx, t):
         first, r = t.tile(tile)
         x = x_q.alloc_tensor(np.float32)
         if j > 0:
-            ctx.wait_flag("S_MTE2", 0)                          # S's -inf writes are done
+            ctx.wait_flag("S_MTE2", ev_s_mte2)                  # S's -inf writes are done
         load_rows(ctx, x, probs_gm[first * E], r, E, Ea)
         x_q.enque(x)
         x = x_q.deque(np.float32)
         v = v_q.alloc_tensor(np.float32)
         i = i_q.alloc_tensor(np.int32)
         if j > 0:
-            ctx.wait_flag("MTE3_S", 0)                          # the last tile's outputs are out
+            ctx.wait_flag("MTE3_S", ev_mte3_s)                  # the last tile's outputs are out
+        ev_v_s, ev_s_v = ctx.pipe.fetch_event_id("V_S"), ctx.pipe.fetch_event_id("S_V")
         for row in range(r):
             for k in range(K):
                 ctx.reduce_max(pair, x[row * Ea], tmp, E, True)
-                ctx.set_flag("V_S", 0)
-                ctx.wait_flag("V_S", 0)
+                ctx.set_flag("V_S", ev_v_s)
+                ctx.wait_flag("V_S", ev_v_s)
                 best, at = pair.get_value(0), pair_bits.get_value(1)
                 v.set_value(row * K + k, best)
                 i.set_value(row * K + k, at)
                 x.set_value(row * Ea + at, NEG_INF)             # knock the winner out
-                ctx.set_flag("S_V", 0)
-                ctx.wait_flag("S_V", 0)
-        ctx.set_flag("S_MTE2", 0)
+                ctx.set_flag("S_V", ev_s_v)
+                ctx.wait_flag("S_V", ev_s_v)
+        ctx.set_flag("S_MTE2", ev_s_mte2)
         x_q.free_tensor(x)
-        ctx.set_flag("S_MTE3", 0)                               # results written by S
-        ctx.wait_flag("S_MTE3", 0)
+        ev_s_mte3 = ctx.pipe.fetch_event_id("S_MTE3")
+        ctx.set_flag("S_MTE3", ev_s_mte3)                       # results written by S
+        ctx.wait_flag("S_MTE3", ev_s_mte3)
         v_q.enque(v)
         i_q.enque(i)
         v, i = v_q.deque(np.float32), i_q.deque(np.int32)
@@ -406,9 +413,11 @@ def topk_by_argmax(ctx, t, probs_gm, values_gm, indices_gm):
         store_rows(ctx, indices_gm[first * K], i, r, K, K)
         v_q.free_tensor(v)
         i_q.free_tensor(i)
-        ctx.set_flag("MTE3_S", 0)
-    ctx.wait_flag("S_MTE2", 0)                                  # pair the last set_flags
-    ctx.wait_flag("MTE3_S", 0)
+        ctx.set_flag("MTE3_S", ev_mte3_s)
+    ctx.wait_flag("S_MTE2", ev_s_mte2)                          # pair the last set_flags
+    ctx.wait_flag("MTE3_S", ev_mte3_s)
+    ctx.pipe.release_event_id("S_MTE2", ev_s_mte2)
+    ctx.pipe.release_event_id("MTE3_S", ev_mte3_s)
 
 
 @npu_kernel(block_classes=row_block_classes)

@@ -177,6 +177,8 @@ def moe_gating_v1_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
     ctx.pipe.init_buffer(indices_buf, t.tileBS * Ks * 4, name="topk_indices")
     scores = scores_buf.get(gate_gm.dtype)
     values, indices = values_buf.get(np.float32), indices_buf.get(np.int32)
+    ev_mte2_s = ctx.pipe.fetch_event_id("MTE2_S")  # each pair is waited before the next is set
+    ev_s_mte3 = ctx.pipe.fetch_event_id("S_MTE3")
 
     for p in range(points):                       # CopyIn: one copy per point
         row = first_row + p
@@ -185,12 +187,12 @@ def moe_gating_v1_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
         else:
             ctx.data_copy_pad(scores[p * Es], gate_gm[row * E], DataCopyExtParams(1, E * size, 0, 0, 0),
                               DataCopyPadExtParams(False, 0, 0, 0))
-    ctx.set_flag("MTE2_S", 0)                     # the article's "wait for every copy-in"
-    ctx.wait_flag("MTE2_S", 0)
+    ctx.set_flag("MTE2_S", ev_mte2_s)             # the article's "wait for every copy-in"
+    ctx.wait_flag("MTE2_S", ev_mte2_s)
     for p in range(points):                       # Compute on the scalar unit
         scalar_topk_softmax(ctx, scores[p * Es], values[p * Ks], indices[p * Ks], E, K)
-    ctx.set_flag("S_MTE3", 0)                     # results are in UB: the stores may start
-    ctx.wait_flag("S_MTE3", 0)
+    ctx.set_flag("S_MTE3", ev_s_mte3)             # results are in UB: the stores may start
+    ctx.wait_flag("S_MTE3", ev_s_mte3)
     for p in range(points):                       # CopyOut: K values and K indices per point
         row = first_row + p
         ctx.data_copy_pad(indices_gm[row * K], indices[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
@@ -215,11 +217,17 @@ def _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, *
     ctx.pipe.init_buffer(values_buf, 2 * T * Ks * 4, name="topk_values")
     ctx.pipe.init_buffer(indices_buf, 2 * T * Ks * 4, name="topk_indices")
     out_v, out_i = values_buf.get(np.float32), indices_buf.get(np.int32)
+    # one event id per slot for the pairs that stay set across a tile (two in flight), held
+    # for the whole loop; S_MTE3 is waited right after it is set: a fetched id does
+    ev_s_mte2 = [ctx.pipe.alloc_event_id("S_MTE2") for _ in range(2)]
+    ev_mte2_s = [ctx.pipe.alloc_event_id("MTE2_S") for _ in range(2)]
+    ev_mte3_s = [ctx.pipe.alloc_event_id("MTE3_S") for _ in range(2)]
+    ev_s_mte3 = ctx.pipe.fetch_event_id("S_MTE3")
 
     def copy_in(j):
         first_row, points = _tile_rows(t, my_tiles[j])
         if j >= 2:
-            ctx.wait_flag("S_MTE2", j % 2)        # S has finished reading this slot (tile j-2)
+            ctx.wait_flag("S_MTE2", ev_s_mte2[j % 2])        # S has finished reading this slot (tile j-2)
         scores = scores_q.alloc_tensor(gate_gm.dtype)
         if coalesced and E * size % BLOCK_BYTES == 0:
             ctx.data_copy(scores, gate_gm[first_row * E], points * E)
@@ -234,7 +242,7 @@ def _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, *
                 else:
                     ctx.data_copy_pad(scores[p * Es], gate_gm[row * E], DataCopyExtParams(1, E * size, 0, 0, 0),
                                       DataCopyPadExtParams(False, 0, 0, 0))
-        ctx.set_flag("MTE2_S", j % 2)             # the scalar unit may read the slot
+        ctx.set_flag("MTE2_S", ev_mte2_s[j % 2])  # the scalar unit may read the slot
         scores_q.enque(scores)
 
     copy_in(0)
@@ -243,18 +251,18 @@ def _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, *
         if j + 1 < n and not bad_sync:
             copy_in(j + 1)                        # prefetch: MTE2 loads tile j+1 while S computes tile j
         scores = scores_q.deque(gate_gm.dtype)
-        ctx.wait_flag("MTE2_S", j % 2)            # S waits for tile j's load only
+        ctx.wait_flag("MTE2_S", ev_mte2_s[j % 2])  # S waits for tile j's load only
         if j >= 2:
-            ctx.wait_flag("MTE3_S", j % 2)        # the output slot's stores (tile j-2) are done
+            ctx.wait_flag("MTE3_S", ev_mte3_s[j % 2])  # the output slot's stores (tile j-2) are done
         values, indices = out_v[(j % 2) * T * Ks], out_i[(j % 2) * T * Ks]
         step = K if coalesced else Ks             # v2c packs [points, K] densely for one store
         for p in range(points):
             scalar_topk_softmax(ctx, scores[p * Es], values[p * step], indices[p * step], E, K)
         if j + 2 < n:
-            ctx.set_flag("S_MTE2", j % 2)         # the slot may be refilled (tile j+2)
+            ctx.set_flag("S_MTE2", ev_s_mte2[j % 2])  # the slot may be refilled (tile j+2)
         scores_q.free_tensor(scores)
-        ctx.set_flag("S_MTE3", j % 2)
-        ctx.wait_flag("S_MTE3", j % 2)
+        ctx.set_flag("S_MTE3", ev_s_mte3)
+        ctx.wait_flag("S_MTE3", ev_s_mte3)
         if coalesced and points * K * 4 % BLOCK_BYTES == 0:
             ctx.data_copy(indices_gm[first_row * K], indices, points * K)
             ctx.data_copy(weights_gm[first_row * K], values, points * K)
@@ -267,10 +275,13 @@ def _looping_scalar_kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, *
                 ctx.data_copy_pad(indices_gm[row * K], indices[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
                 ctx.data_copy_pad(weights_gm[row * K], values[p * Ks], DataCopyExtParams(1, K * 4, 0, 0, 0))
         if j + 2 < n:
-            ctx.set_flag("MTE3_S", j % 2)         # the output slot may be rewritten (tile j+2)
+            ctx.set_flag("MTE3_S", ev_mte3_s[j % 2])  # the output slot may be rewritten (tile j+2)
         if bad_sync and j + 1 < n:
             ctx.pipe_barrier("PIPE_ALL")          # BUG (the lesson): waits for this tile's copy-out ...
             copy_in(j + 1)                        # ... before the next copy-in even starts
+    for ids, event in ((ev_s_mte2, "S_MTE2"), (ev_mte2_s, "MTE2_S"), (ev_mte3_s, "MTE3_S")):
+        for eid in ids:
+            ctx.pipe.release_event_id(event, eid)
 
 
 @npu_kernel(block_classes=looping_block_classes)

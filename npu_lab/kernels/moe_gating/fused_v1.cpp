@@ -139,12 +139,17 @@ public:
 
     __aicore__ inline void Process()
     {
+        // each pair is waited before it is set again: ids fetched, not held (FetchEventID.md)
+        eventMte2ToS = GetTPipePtr()->FetchEventID(HardEvent::MTE2_S);
+        eventSToMte3 = GetTPipePtr()->FetchEventID(HardEvent::S_MTE3);
         CopyIn();
         Compute();
         CopyOut();
     }
 
 private:
+    TEventID eventMte2ToS, eventSToMte3;
+
     __aicore__ inline void CopyIn()   // one copy per point, as the article writes it
     {
         for (int32_t p = 0; p < points; ++p) {
@@ -157,22 +162,22 @@ private:
                             DataCopyPadExtParams<T>{false, 0, 0, 0});
             }
         }
-        SetFlag<HardEvent::MTE2_S>(0);   // the article's "wait for every copy-in" ...
+        SetFlag<HardEvent::MTE2_S>(eventMte2ToS);  // the article's "wait for every copy-in" ...
     }
 
     __aicore__ inline void Compute()   // on the scalar unit
     {
-        WaitFlag<HardEvent::MTE2_S>(0);  // ... before the scalar unit reads any score
+        WaitFlag<HardEvent::MTE2_S>(eventMte2ToS);  // ... before the scalar unit reads any score
         for (int32_t p = 0; p < points; ++p) {
             // scalar: heap top-k + softmax
             HeapTopKSoftmax(scores[p * Es], values[p * Ks], topkIndices[p * Ks], E, K);
         }
-        SetFlag<HardEvent::S_MTE3>(0);   // results are in UB: the stores may start
+        SetFlag<HardEvent::S_MTE3>(eventSToMte3);  // results are in UB: the stores may start
     }
 
     __aicore__ inline void CopyOut()   // K indices and K weights per point
     {
-        WaitFlag<HardEvent::S_MTE3>(0);
+        WaitFlag<HardEvent::S_MTE3>(eventSToMte3);
         for (int32_t p = 0; p < points; ++p) {
             int32_t row = firstRow + p;
             DataCopyPad(indicesGm[row * K], topkIndices[p * Ks],

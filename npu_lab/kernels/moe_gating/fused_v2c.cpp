@@ -155,6 +155,14 @@ public:
 
     __aicore__ inline void Process()
     {
+        // one event id per slot for the pairs that stay set across a tile (two in flight), held for
+        // the loop (AllocEventID.md); S_MTE3 is waited right after it is set: a fetched id does
+        for (int32_t i = 0; i < 2; ++i) {
+            eventSToMte2[i] = GetTPipePtr()->AllocEventID<HardEvent::S_MTE2>();
+            eventMte2ToS[i] = GetTPipePtr()->AllocEventID<HardEvent::MTE2_S>();
+            eventMte3ToS[i] = GetTPipePtr()->AllocEventID<HardEvent::MTE3_S>();
+        }
+        eventSToMte3 = GetTPipePtr()->FetchEventID(HardEvent::S_MTE3);
         CopyIn(0);
         for (int32_t j = 0; j < myTiles; ++j) {
             if (j + 1 < myTiles) {
@@ -163,15 +171,23 @@ public:
             Compute(j);
             CopyOut(j);
         }
+        for (int32_t i = 0; i < 2; ++i) {
+            GetTPipePtr()->ReleaseEventID<HardEvent::S_MTE2>(eventSToMte2[i]);
+            GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_S>(eventMte2ToS[i]);
+            GetTPipePtr()->ReleaseEventID<HardEvent::MTE3_S>(eventMte3ToS[i]);
+        }
     }
 
 private:
+    TEventID eventSToMte2[2], eventMte2ToS[2], eventMte3ToS[2];   // per slot (j % 2)
+    TEventID eventSToMte3;
+
     __aicore__ inline void CopyIn(int32_t j)
     {
         int32_t firstRow, points;
         TileRows(t, TileOf(t, blockIdx + j * blockNum), firstRow, points);
         if (j >= 2) {
-            WaitFlag<HardEvent::S_MTE2>(j % 2);   // S has finished reading this slot (tile j-2)
+            WaitFlag<HardEvent::S_MTE2>(eventSToMte2[j % 2]);   // S has finished reading this slot (tile j-2)
         }
         LocalTensor<T> scores = scoresQueue.AllocTensor<T>();
         if (E * sizeof(T) % BLOCK_BYTES == 0) {  // one copy for the whole tile
@@ -181,7 +197,7 @@ private:
                         DataCopyExtParams{static_cast<uint16_t>(points), static_cast<uint32_t>(E * sizeof(T)), 0, 0, 0},
                         DataCopyPadExtParams<T>{false, 0, 0, 0});
         }
-        SetFlag<HardEvent::MTE2_S>(j % 2);        // the scalar unit may read the slot
+        SetFlag<HardEvent::MTE2_S>(eventMte2ToS[j % 2]);      // the scalar unit may read the slot
         scoresQueue.EnQue(scores);
     }
 
@@ -190,9 +206,9 @@ private:
         int32_t firstRow, points;
         TileRows(t, TileOf(t, blockIdx + j * blockNum), firstRow, points);
         LocalTensor<T> scores = scoresQueue.DeQue<T>();
-        WaitFlag<HardEvent::MTE2_S>(j % 2);       // S waits for tile j's load only
+        WaitFlag<HardEvent::MTE2_S>(eventMte2ToS[j % 2]);       // S waits for tile j's load only
         if (j >= 2) {
-            WaitFlag<HardEvent::MTE3_S>(j % 2);   // the output slot's stores (tile j-2) are done
+            WaitFlag<HardEvent::MTE3_S>(eventMte3ToS[j % 2]);   // the output slot's stores (tile j-2) are done
         }
         LocalTensor<float> values = outValues[(j % 2) * tileBS * Ks];
         LocalTensor<int32_t> indices = outIndices[(j % 2) * tileBS * Ks];
@@ -201,10 +217,10 @@ private:
             HeapTopKSoftmax(scores[p * Es], values[p * K], indices[p * K], E, K);   // packed [points, K]
         }
         if (j + 2 < myTiles) {
-            SetFlag<HardEvent::S_MTE2>(j % 2);    // the slot may be refilled (tile j+2)
+            SetFlag<HardEvent::S_MTE2>(eventSToMte2[j % 2]);    // the slot may be refilled (tile j+2)
         }
         scoresQueue.FreeTensor(scores);
-        SetFlag<HardEvent::S_MTE3>(j % 2);
+        SetFlag<HardEvent::S_MTE3>(eventSToMte3);
     }
 
     __aicore__ inline void CopyOut(int32_t j)
@@ -213,7 +229,7 @@ private:
         TileRows(t, TileOf(t, blockIdx + j * blockNum), firstRow, points);
         LocalTensor<float> values = outValues[(j % 2) * tileBS * Ks];
         LocalTensor<int32_t> indices = outIndices[(j % 2) * tileBS * Ks];
-        WaitFlag<HardEvent::S_MTE3>(j % 2);
+        WaitFlag<HardEvent::S_MTE3>(eventSToMte3);
         if (points * K * sizeof(float) % BLOCK_BYTES == 0) {   // one copy per output for the whole tile
             DataCopy(indicesGm[firstRow * K], indices, points * K);
             DataCopy(weightsGm[firstRow * K], values, points * K);
@@ -224,7 +240,7 @@ private:
                         DataCopyExtParams{1, static_cast<uint32_t>(points * K * sizeof(float)), 0, 0, 0});
         }
         if (j + 2 < myTiles) {
-            SetFlag<HardEvent::MTE3_S>(j % 2);    // the output slot may be rewritten (tile j+2)
+            SetFlag<HardEvent::MTE3_S>(eventMte3ToS[j % 2]);    // the output slot may be rewritten (tile j+2)
         }
     }
 

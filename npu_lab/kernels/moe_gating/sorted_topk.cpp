@@ -121,8 +121,9 @@ private:
         pattern.SetValue(17, 0);
         pattern.SetValue(24, (1u << k) - 1);                // the first K of every 8
         pattern.SetValue(25, 0);
-        SetFlag<HardEvent::S_V>(0);
-        WaitFlag<HardEvent::S_V>(0);
+        TEventID eventSToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);   // waited at once
+        SetFlag<HardEvent::S_V>(eventSToV);
+        WaitFlag<HardEvent::S_V>(eventSToV);
         if (fast) {
             return;
         }

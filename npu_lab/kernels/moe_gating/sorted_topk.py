@@ -375,8 +375,9 @@ class _V4:
         for slot, bits in ((0, t.topKValuesMask), (8, t.topKIndicesMask), (16, 1), (24, (1 << K) - 1)):
             pat.set_value(slot, bits)          # [slot]: lanes 0..31 of a 64-lane repeat
             pat.set_value(slot + 1, 0)         # [slot+1]: lanes 32..63
-        ctx.set_flag("S_V", 0)
-        ctx.wait_flag("S_V", 0)
+        ev_s_v = ctx.pipe.fetch_event_id("S_V")          # waited at once: a fetched id
+        ctx.set_flag("S_V", ev_s_v)
+        ctx.wait_flag("S_V", ev_s_v)
         if self.fast:
             return
         C, rows = self.C, t.ubFormer

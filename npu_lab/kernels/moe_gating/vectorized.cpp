@@ -173,8 +173,9 @@ public:
         }
         pattern.SetValue(0, static_cast<uint32_t>(bits));
         pattern.SetValue(1, static_cast<uint32_t>(bits >> 32));
-        SetFlag<HardEvent::S_V>(0);                            // the pattern is in UB
-        WaitFlag<HardEvent::S_V>(0);
+        TEventID eventSToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);   // waited at once
+        SetFlag<HardEvent::S_V>(eventSToV);                    // the pattern is in UB
+        WaitFlag<HardEvent::S_V>(eventSToV);
     }
 
     __aicore__ inline void Process()

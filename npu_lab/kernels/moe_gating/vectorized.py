@@ -371,8 +371,9 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
     lo, hi = gather_pattern(K, Kp)                              # first K of every Kp lanes
     pattern.set_value(0, lo)
     pattern.set_value(1, hi)
-    ctx.set_flag("S_V", 0)                                      # the pattern is in UB
-    ctx.wait_flag("S_V", 0)
+    ev_s_v = ctx.pipe.fetch_event_id("S_V")                     # waited at once: a fetched id
+    ctx.set_flag("S_V", ev_s_v)                                 # the pattern is in UB
+    ctx.wait_flag("S_V", ev_s_v)
 
     def rows_of(tile):
         b0, _b1, s0, s1 = t.tile_range(tile)
