@@ -214,8 +214,9 @@ def _run_libclang(src: Path, args: list[str]) -> list[tuple[int, int, str]]:
     sysinc = _system_include()
     full = args + (["-isystem", sysinc] if sysinc else []) + ["-ferror-limit=0", "-Wno-everything"]
     index = ci.Index.create()
-    tu = index.parse(str(src), args=full, options=ci.TranslationUnit.PARSE_INCOMPLETE
-                     | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES * 0)
+    # no PARSE_INCOMPLETE: it skips the template instantiations at the end of the unit, where a
+    # kernel class template's calls are checked
+    tu = index.parse(str(src), args=full, options=0)
     here = str(src)
     out = []
     for d in tu.diagnostics:
@@ -230,7 +231,7 @@ def _run_libclang(src: Path, args: list[str]) -> list[tuple[int, int, str]]:
         mine = [c for c in d.children if c.location.file is not None and c.location.file.name == here
                  and not c.spelling.startswith("in file included from")]
         if mine:
-            c = mine[-1]
+            c = mine[0]                 # the innermost: the listing line that made the call
             out.append((c.location.line, c.location.column, _short(d.spelling)))
         else:
             _HEADER_ONLY.append(f"{Path(loc.file.name).name if loc.file else '?'}:{loc.line}: {_short(d.spelling)}")
@@ -257,7 +258,7 @@ def _run_gxx(src: Path, args: list[str]) -> list[tuple[int, int, str]]:
         if not m:
             # "  required from here" lines: file:line:col:   required from here
             r = re.match(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):\s+required from", raw)
-            if r and r.group("file") == here:
+            if r and r.group("file") == here and context_line is None:   # the innermost listing line
                 context_line = (int(r.group("line")), int(r.group("col")))
             continue
         f, line, col, kind, msg = m.group("file"), int(m.group("line")), int(m.group("col")), m.group("kind"), m.group("msg")

@@ -1,6 +1,8 @@
 """The tiling struct the host copies to the device: a frozen dataclass of int fields that packs
 to little-endian int32, one per field in declaration order (what ``memcpy`` of a C struct of
-``int32_t`` gives), and unpacks back. Kernels read their tiling from those bytes."""
+``int32_t`` gives), and unpacks back; a field annotated ``float`` packs as a float32 (a C
+``float`` member, e.g. a scalar operand an operator project puts in its tiling rather than in
+the entry's arguments). Kernels read their tiling from those bytes."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from dataclasses import astuple, fields
 
 
 class Int32Struct:
-    """Mixin for ``@dataclass(frozen=True)`` classes whose fields are all ints."""
+    """Mixin for ``@dataclass(frozen=True)`` classes whose fields are ints (int32) or, annotated
+    ``float``, float32."""
 
     @classmethod
     def struct_format(cls) -> str:
-        return f"<{len(fields(cls))}i"
+        return "<" + "".join("f" if f.type in (float, "float") else "i" for f in fields(cls))
 
     @classmethod
     def struct_bytes(cls) -> int:
@@ -35,5 +38,5 @@ class Int32Struct:
         if len(raw) != size:
             names = ", ".join(f.name for f in fields(cls))
             raise ValueError(f"{cls.__name__}.unpack expects exactly {size} bytes ({size // 4} "
-                             f"little-endian int32 fields: {names}); got {len(raw)} bytes")
+                             f"little-endian 4-byte fields: {names}); got {len(raw)} bytes")
         return cls(*struct.unpack(cls.struct_format(), raw))
