@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["CHIPS", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
+__all__ = ["CHIPS", "claimed_chips", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
            "compiler_args", "backend", "format_diagnostics"]
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
@@ -109,6 +109,23 @@ def _system_include() -> str | None:
             if out and Path(out, "stddef.h").is_file():
                 return out
     return None
+
+
+_CLAIM = re.compile(r"^//\s*chips:\s*(.+)$", re.M)
+
+
+def claimed_chips(text: str) -> tuple[str, ...]:
+    """The chips a listing says it is written for: its ``// chips: ascend-910b2 ascend-310p3``
+    line (the first such line; the chips whose every kernel in the file the simulator runs). A
+    listing without one claims none. Raises ValueError for an unknown chip name."""
+    m = _CLAIM.search(text)
+    if not m:
+        return ()
+    chips = tuple(m.group(1).split())
+    bad = [c for c in chips if c not in CHIPS]
+    if bad:
+        raise ValueError(f"'// chips:' names {', '.join(bad)}; known: {', '.join(CHIPS)}")
+    return chips
 
 
 _REGISTERED = re.compile(r"^\s*REGISTER_TILING_DEFAULT\s*\(\s*([A-Za-z_]\w*)\s*\)", re.M)
@@ -208,6 +225,19 @@ def _short(message: str) -> str:
     return message if len(message) <= 200 else message[:197] + "..."
 
 
+def _in_header(src: Path, line: int, col: int, message: str, header: str) -> str:
+    """An error raised inside asc-devkit by a listing's call: name the call, then the header's words."""
+    try:
+        text = src.read_text(encoding="utf-8").splitlines()[line - 1]
+    except (OSError, IndexError):
+        text = ""
+    m = re.match(r"[\w:]*\w", text[col - 1:]) if col >= 1 else None
+    callee = m.group(0) if m else "this call"
+    where = "/".join(Path(header).parts[-3:])
+    return (f"{callee}(...) has no implementation for these arguments on this chip "
+            f"({_short(message)}, in {where})")
+
+
 def _run_libclang(src: Path, args: list[str]) -> list[tuple[int, int, str]]:
     import clang.cindex as ci
 
@@ -232,7 +262,8 @@ def _run_libclang(src: Path, args: list[str]) -> list[tuple[int, int, str]]:
                  and not c.spelling.startswith("in file included from")]
         if mine:
             c = mine[0]                 # the innermost: the listing line that made the call
-            out.append((c.location.line, c.location.column, _short(d.spelling)))
+            out.append((c.location.line, c.location.column,
+                        _in_header(src, c.location.line, c.location.column, d.spelling, loc.file.name)))
         else:
             _HEADER_ONLY.append(f"{Path(loc.file.name).name if loc.file else '?'}:{loc.line}: {_short(d.spelling)}")
     return out

@@ -1,3 +1,4 @@
+// chips: ascend-910b2 ascend-310p3
 // scaled_add: z = alpha * x + y, the Ascend C beside scaled_add.py (scaled_add_kernel).
 //
 // The same calls in the same order as the Python; npu_lab.kernels.listings checks that against a

@@ -1,3 +1,4 @@
+// chips: ascend-910b2 ascend-310p3
 // The discrete chain: the Ascend C beside discrete.py (softmax_kernel, topk_sort_kernel,
 // renormalise_kernel) — three launches, in this order, each a generic single-buffered kernel over
 // tiles of at most 8 rows, every intermediate through HBM. Same calls, same order as the Python:

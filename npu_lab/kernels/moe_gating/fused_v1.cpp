@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v1, the article's kernel: the Ascend C beside fused.py (moe_gating_v1_kernel).
 //
 // One block per tile of tileS points. CopyIn: one copy per point (E scores into a UB row padded to

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v2 and v2_bad_sync: the Ascend C beside fused.py (moe_gating_v2_kernel and
 // moe_gating_v2_bad_sync_kernel; both are _looping_scalar_kernel there, here one class template).
 //

@@ -1,3 +1,4 @@
+// chips: ascend-910b2 ascend-310p3
 // MoeGatingTopK v2c, v2 with coalesced DMA: the Ascend C beside fused.py (moe_gating_v2c_kernel).
 //
 // Everything as in fused_v2.cpp (blocks loop over tiles, tile j+1's copy-in before tile j's

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v4 — the Ascend C listing of npu_lab/kernels/moe_gating/sorted_topk.py
 // (same instructions, same order). Built the way CANN's MoeGatingTopKSoftmaxV2 "Perf" template is
 // (hicann/ops-transformer moe/moe_gating_top_k_softmax_v2/op_kernel/moe_gating_top_k_softmax_v2_perf.h),

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v3, vectorized: the Ascend C beside vectorized.py (moe_gating_v3_kernel and
 // moe_gating_v3_fast_exp_kernel). Same calls, same order as the Python: npu_lab.kernels.listings
 // checks it against a traced run.
