@@ -129,3 +129,41 @@ def test_no_headers_says_how_to_get_them(monkeypatch):
     monkeypatch.setattr(cc, "find_devkit", lambda: None)
     with pytest.raises(cc.HeadersMissing, match="ASC_DEVKIT_DIR"):
         cc.compile_listing(_SCALED_ADD, "ascend-910b2")
+
+
+# ---- the listing reader against clang's AST ----------------------------------------------------
+COURSE_CPP = sorted((KERNELS.parent / "course" / "cpp").glob("*.cpp"))
+
+
+def _api_calls(path):
+    return str(path), cc.api_calls(path)
+
+
+@pytest.fixture(scope="module")
+def clang_calls():
+    _devkit_or_skip()
+    if cc.backend() != "libclang":
+        pytest.skip("the AST comparison needs libclang (pip install libclang)")
+    with ProcessPoolExecutor(min(2, os.cpu_count() or 1)) as pool:
+        return dict(pool.map(_api_calls, LISTINGS + COURSE_CPP))
+
+
+@pytest.mark.parametrize("path", LISTINGS + COURSE_CPP, ids=lambda p: p.name)
+def test_the_listing_reader_finds_the_calls_clang_resolves(clang_calls, path):
+    """npu_lab.kernels.listings reads the call order with its own small C++ reader (it must work
+    without clang and without the headers). Where clang resolves the calls -- functions that are
+    not templates -- both must find the same Ascend C calls on the same lines."""
+    from collections import Counter
+
+    from npu_lab.kernels.listings import cpp_call_names
+
+    text = path.read_text(encoding="utf-8")
+    lines = cc.non_template_lines(text)
+    back = {"TPipe::InitBuffer": "InitBuffer", "TBuf::Get": "Get"}
+    macros = {"GET_TILING_DATA", "REGISTER_TILING_DEFAULT"}
+    reader = Counter((back.get(n, n), line) for n, line in cpp_call_names(text) if line in lines and n not in macros)
+    resolved = Counter(c for c in clang_calls[str(path)] if c[1] in lines)
+    assert reader == resolved, (f"{path.name}: only the reader: {sorted((reader - resolved).elements())}; "
+                                f"only clang: {sorted((resolved - reader).elements())}")
+    if path.name in ("scaled_add.cpp", "discrete.cpp", "01_scaled_add.cpp", "06_split_pairs.cpp"):
+        assert sum(resolved.values()) > 20, f"{path.name}: clang resolved almost no call: is the comparison empty?"

@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["CHIPS", "claimed_chips", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
-           "compiler_args", "backend", "format_diagnostics"]
+           "compiler_args", "backend", "format_diagnostics", "api_calls"]
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
 _REPO = Path(__file__).resolve().parents[2]
@@ -302,6 +302,93 @@ def _run_gxx(src: Path, args: list[str]) -> list[tuple[int, int, str]]:
                 _HEADER_ONLY.append(f"{Path(f).name}:{line}: {_short(msg)}")
             context_line = None
     return out
+
+
+def api_calls(path_or_source, chip: str = "ascend-910b2", *, devkit: Path | str | None = None) -> list[tuple[str, int]]:
+    """The Ascend C API calls clang resolves in a listing, as ``(name, line)`` in source order: calls
+    (and ``Struct(...)`` constructions) whose declaration is in asc-devkit's headers, made in a
+    function that is not a template. Needs libclang (ImportError otherwise) and the headers.
+
+    Why only outside templates: libclang exposes a class template's *pattern*, where a call on a
+    dependent object (``scoresQueue.AllocTensor<T>()`` in ``KernelMoeGatingV2<T>``) is an
+    unresolved expression, not a call, and it does not visit the instantiations. So the call order
+    of the listings is read by :mod:`npu_lab.kernels.listings` (which needs neither clang nor the
+    headers); this function is the independent check of that reader where clang can give one."""
+    import clang.cindex as ci
+
+    if _is_path(path_or_source):
+        path = Path(path_or_source)
+        text = path.read_text(encoding="utf-8")
+    else:
+        text, path = path_or_source, None
+    kit = Path(devkit) if devkit is not None else find_devkit()
+    if kit is None:
+        raise HeadersMissing(NO_HEADERS_MESSAGE)
+    sysinc = _system_include()
+    args = compiler_args(chip, kit, text) + (["-isystem", sysinc] if sysinc else []) + ["-Wno-everything"]
+    with tempfile.TemporaryDirectory(prefix="npu_lab_cpp_") as tmp:
+        src = Path(tmp) / "listing.cpp"
+        src.write_text(text, encoding="utf-8")
+        tu = ci.Index.create().parse(str(src), args=args)
+        here, kit_s = str(src), str(kit.resolve())
+        funcs = {ci.CursorKind.FUNCTION_DECL, ci.CursorKind.CXX_METHOD, ci.CursorKind.CONSTRUCTOR}
+        templates = {ci.CursorKind.CLASS_TEMPLATE, ci.CursorKind.FUNCTION_TEMPLATE,
+                     ci.CursorKind.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION}
+        out: list[tuple[str, int, int]] = []
+
+        def is_api(ref) -> bool:
+            return (ref is not None and ref.location.file is not None
+                    and str(Path(ref.location.file.name).resolve()).startswith(kit_s))
+
+        def walk(cursor, in_template, in_func):
+            for ch in cursor.get_children():
+                if ch.location.file is None or ch.location.file.name != here:
+                    continue
+                t = in_template or ch.kind in templates
+                f = in_func or (ch.kind in funcs and ch.is_definition() and not t)
+                if ch.kind == ci.CursorKind.CALL_EXPR and f and not t and is_api(ch.referenced):
+                    ref = ch.referenced
+                    toks = [tok.spelling for tok in ch.get_tokens()][:12]
+                    braced = next((x for x in toks if x in ("(", "{")), None) == "{"
+                    if ref.kind in (ci.CursorKind.FUNCTION_DECL, ci.CursorKind.CXX_METHOD):
+                        if not ref.spelling.startswith("operator"):
+                            out.append((ref.spelling, ch.location.line, ch.location.column))
+                    elif ref.kind == ci.CursorKind.CONSTRUCTOR and not braced and toks and toks[0] == ref.spelling:
+                        out.append((ref.spelling, ch.location.line, ch.location.column))
+                walk(ch, t, f)
+
+        walk(tu.cursor, False, False)
+    return [(n, line) for n, line, _ in sorted(out, key=lambda x: (x[1], x[2]))]
+
+
+def non_template_lines(path_or_source) -> set[int]:
+    """Lines of the listing inside function bodies that are not templates (where :func:`api_calls`
+    sees every call). libclang on the listing alone: the shape of the file needs no headers."""
+    import clang.cindex as ci
+
+    text = Path(path_or_source).read_text(encoding="utf-8") if _is_path(path_or_source) else path_or_source
+    with tempfile.TemporaryDirectory(prefix="npu_lab_cpp_") as tmp:
+        src = Path(tmp) / "listing.cpp"
+        src.write_text(text, encoding="utf-8")
+        # no headers needed for the shape of the file: parse it alone, errors ignored
+        tu = ci.Index.create().parse(str(src), args=["-x", "c++", "-std=c++17", "-fsyntax-only",
+                                                     "-include", str(STANDIN_DIR / "bisheng_predefs.h")])
+        lines: set[int] = set()
+        funcs = {ci.CursorKind.FUNCTION_DECL, ci.CursorKind.CXX_METHOD, ci.CursorKind.CONSTRUCTOR}
+        templates = {ci.CursorKind.CLASS_TEMPLATE, ci.CursorKind.FUNCTION_TEMPLATE,
+                     ci.CursorKind.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION}
+
+        def walk(cursor, in_template):
+            for ch in cursor.get_children():
+                if ch.location.file is None or ch.location.file.name != str(src):
+                    continue
+                t = in_template or ch.kind in templates
+                if ch.kind in funcs and ch.is_definition() and not t:
+                    lines.update(range(ch.extent.start.line, ch.extent.end.line + 1))
+                walk(ch, t)
+
+        walk(tu.cursor, False)
+    return lines
 
 
 def format_diagnostics(diags, limit: int = 8) -> str:
