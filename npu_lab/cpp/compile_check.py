@@ -309,9 +309,10 @@ def api_calls(path_or_source, chip: str = "ascend-910b2", *, devkit: Path | str 
     (and ``Struct(...)`` constructions) whose declaration is in asc-devkit's headers, made in a
     function that is not a template. Needs libclang (ImportError otherwise) and the headers.
 
-    Why only outside templates: libclang exposes a class template's *pattern*, where a call on a
-    dependent object (``scoresQueue.AllocTensor<T>()`` in ``KernelMoeGatingV2<T>``) is an
-    unresolved expression, not a call, and it does not visit the instantiations. So the call order
+    Why only outside templates: libclang exposes a class template's *pattern*, where a call with a
+    dependent argument (``scoresQueue.AllocTensor<T>()`` in ``KernelMoeGatingV2<T>``) is a call
+    expression clang has not resolved (no declaration, often no name), and it does not visit the
+    instantiations; ``if constexpr`` on a template flag is not resolved there either. So the call order
     of the listings is read by :mod:`npu_lab.kernels.listings` (which needs neither clang nor the
     headers); this function is the independent check of that reader where clang can give one."""
     import clang.cindex as ci
