@@ -304,3 +304,11 @@ def test_golden_timeline():
             "    NPU_LAB_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_scaled_add.py -k golden\n"
             "and review `git diff tests/golden/`; otherwise this is a silent model change: find it."
         ) from None
+
+
+@pytest.mark.parametrize("alpha", [1e39, float("inf"), float("nan"), "2", None, True])
+def test_alpha_must_fit_the_tiling_structs_float(alpha):
+    """alpha travels in ScaledAddTiling as a C float: what a float32 cannot hold is refused up front."""
+    x = np.ones(16, np.float32)
+    with pytest.raises(ValueError, match="alpha must be a finite number a float32 holds"):
+        scaled_add(x, x, alpha)

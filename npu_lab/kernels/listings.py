@@ -3,8 +3,13 @@
 
 Every course kernel has a C++ file next to its Python (``scaled_add.cpp``, ``moe_gating/fused_v1.cpp``,
 ...): the kernel class with ``Init`` / ``Process`` / ``CopyIn`` / ``Compute`` / ``CopyOut``, ``TPipe``,
-``TQue`` / ``TBuf``, ``InitBuffer``, the tiling struct read with ``GET_TILING_DATA`` and the
-``extern "C" __global__ __aicore__`` entry. This module reads them:
+``TQue`` / ``TBuf``, ``InitBuffer``, the tiling struct registered with ``REGISTER_TILING_DEFAULT``
+and read with ``GET_TILING_DATA``, and the ``extern "C" __global__ __aicore__`` entry as an operator
+project writes it (GM addresses only, ending ``GM_ADDR workspace, GM_ADDR tiling``; the ``TPipe``
+created there and passed to ``Init`` by pointer). That they compile against asc-devkit's headers is
+:mod:`npu_lab.cpp.compile_check`'s job; this module reads their call order, with a small C++
+reader of its own, so it needs neither clang nor the headers (a learner installing from PyPI has
+neither). This module reads them:
 
 * :func:`listing` — the C++ text of a kernel (``listing("v2")``);
 * :func:`cpp_calls` — the Ascend C calls of a listing in program order (methods and helpers
@@ -29,7 +34,7 @@ Conventions a listing follows (the parser is small, not a C++ compiler):
   runs only on the paths that did not return. Not supported: ``switch``, a ``return`` inside a
   loop that makes Ascend C calls; ``break`` / ``continue`` are ignored.
 * Only calls are read: ``DataCopy(...)``, ``q.EnQue(x)``, ``SetFlag<HardEvent::MTE2_S>(0)``,
-  ``PipeBarrier<PIPE_ALL>()``, ``pipe.InitBuffer(...)`` (``TPipe::InitBuffer``),
+  ``PipeBarrier<PIPE_ALL>()``, ``pipe->InitBuffer(...)`` (``TPipe::InitBuffer``),
   ``buf.Get<float>()`` (``TBuf::Get``); parameter structs written with braces
   (``DataCopyExtParams{1, K * sizeof(float), 0, 0, 0}``) are arguments, not calls.
 """

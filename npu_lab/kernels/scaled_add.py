@@ -140,6 +140,10 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
         n = xs.size
     if not _is_int(num_buffers) or num_buffers not in (1, 2):
         raise ValueError(f"num_buffers must be 1 (single) or 2 (double buffering), got {num_buffers!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not abs(float(alpha)) <= float(np.finfo(np.float32).max):
+        raise ValueError(f"alpha must be a finite number a float32 holds (it travels in the tiling struct as a C "
+                         f"float), got {alpha!r}")
     if not _is_int(tile_len) or tile_len < 8 or tile_len % 8:
         raise ValueError(f"tile_len must be a multiple of 8 elements (32 bytes) and >= 8, got {tile_len!r}")
     num_buffers, tile_len = int(num_buffers), int(tile_len)
