@@ -3,8 +3,8 @@
 
 * ``npu_lab/cpp/standin/cce_intrinsics.h`` -- one variadic catch-all template per CCE intrinsic the
   headers call (``set_flag``, ``copy_gm_to_ubuf``, ``vadd``, ...). The names are g++'s "not declared"
-  messages from a device-mode syntax check of every listing on every chip, repeated until no new
-  name appears. A catch-all accepts any arguments: the check is of the Ascend C API the listing
+  messages from a device-mode syntax check of every listing (the course's and the exercises') on
+  every chip, for float and for half inputs, repeated until no new name appears. A catch-all accepts any arguments: the check is of the Ascend C API the listing
   calls (its overloads, enums, types), not of the intrinsics under it.
 * ``npu_lab/cpp/standin/kernel_tiling/kernel_tiling.h`` -- the adv-API tiling structs
   (``SoftMaxTiling``, ...), which an operator build generates from asc-devkit's
@@ -109,15 +109,18 @@ def gen_intrinsics(devkit: Path) -> None:
     names: set[str] = set()
     if INTRINSICS.exists():
         names = set(re.findall(r"__npu_lab_cce_any (\w+)\(", INTRINSICS.read_text(encoding="utf-8")))
-    sources = sorted(str(p) for p in (REPO / "npu_lab" / "kernels").rglob("*.cpp"))
+    sources = sorted(str(p) for d in ("kernels", "course/cpp") for p in (REPO / "npu_lab" / d).rglob("*.cpp"))
     for _round in range(12):
         write_intrinsics(names)
         new = set()
         for chip in cc.CHIPS:
             for src in sources:
-                cmd = ["g++", *cc.compiler_args(chip, devkit, src), "-fsyntax-only", "-fmax-errors=0", src]
-                err = subprocess.run(cmd, capture_output=True, text=True).stderr
-                new |= _undeclared_calls(err)
+                for dtype in cc.DTYPES:      # a float16 build instantiates other intrinsics (..._b16)
+                    if dtype != "float" and not cc.uses_dtype(Path(src).read_text(encoding="utf-8")):
+                        continue
+                    cmd = ["g++", *cc.compiler_args(chip, devkit, src, dtype), "-fsyntax-only", "-fmax-errors=0", src]
+                    err = subprocess.run(cmd, capture_output=True, text=True).stderr
+                    new |= _undeclared_calls(err)
         new -= names
         print(f"round {_round}: {len(new)} new names")
         if not new:

@@ -1,7 +1,8 @@
 """The C++ listings compile against asc-devkit's real headers (issue 15 §1; npu_lab.cpp.compile_check).
 
 * every listing (``npu_lab/kernels/**/*.cpp``), for every chip its ``// chips:`` line claims,
-  compiles in device mode with 0 errors;
+  compiles in device mode with 0 errors (for a float and a half input when its dtype is a
+  ``DTYPE_<INPUT>`` macro);
 * negative controls: a wrong argument count, a misspelt enum, a wrong type each fail with a
   diagnostic on the line that has the mistake; the masked ``Copy`` fails on the 310P3 (dav_m200
   has no such overload) and compiles on the 910B2;
@@ -39,17 +40,24 @@ def _devkit_or_skip() -> Path:
 
 
 def _compile(job):
-    path, chip = job
-    return str(path), chip, cc.compile_listing(path, chip)
+    path, chip, dtype = job
+    return str(path), chip, dtype, cc.compile_listing(path, chip, dtype=dtype)
+
+
+def _dtypes(text: str) -> tuple[str, ...]:
+    """float, and half too for a listing whose input dtype is a DTYPE_<INPUT> macro: a discarded
+    `if constexpr` branch of a template is not instantiated, so each build checks its own branch."""
+    return cc.DTYPES if cc.uses_dtype(text) else ("float",)
 
 
 @pytest.fixture(scope="module")
 def compiled():
     _devkit_or_skip()
-    jobs = [(p, chip) for p in LISTINGS for chip in cc.claimed_chips(p.read_text(encoding="utf-8"))]
+    jobs = [(p, chip, dt) for p in LISTINGS for t in [p.read_text(encoding="utf-8")]
+            for chip in cc.claimed_chips(t) for dt in _dtypes(t)]
     workers = min(2, os.cpu_count() or 1)
     with ProcessPoolExecutor(workers) as pool:
-        return {(path, chip): diags for path, chip, diags in pool.map(_compile, jobs)}
+        return {(path, chip, dt): diags for path, chip, dt, diags in pool.map(_compile, jobs)}
 
 
 def test_every_listing_claims_its_chips():
@@ -61,9 +69,11 @@ def test_every_listing_claims_its_chips():
 
 @pytest.mark.parametrize("path", LISTINGS, ids=lambda p: p.relative_to(KERNELS).as_posix())
 def test_listing_compiles_for_every_chip_it_claims(compiled, path):
-    for chip in cc.claimed_chips(path.read_text(encoding="utf-8")):
-        diags = compiled[(str(path), chip)]
-        assert diags == [], f"{path.name} on {chip}:\n" + "\n".join(map(str, diags))
+    text = path.read_text(encoding="utf-8")
+    for chip in cc.claimed_chips(text):
+        for dt in _dtypes(text):
+            diags = compiled[(str(path), chip, dt)]
+            assert diags == [], f"{path.name} on {chip} ({dt} input):\n" + "\n".join(map(str, diags))
 
 
 # ---- negative controls --------------------------------------------------------------------------
@@ -113,6 +123,8 @@ def test_masked_copy_does_not_exist_on_the_310p():
 def test_bad_input(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="chip must be one of"):
         cc.compile_listing("int main() {}\n", "ascend-999")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        cc.compile_listing("int main() {}\n", "ascend-910b2", dtype="int8")
     with pytest.raises(TypeError, match="path or the C\\+\\+ text"):
         cc.compile_listing(42, "ascend-910b2")
     with pytest.raises(FileNotFoundError):

@@ -205,7 +205,10 @@ def _compile(text: str, ex: CppExercise, parts: list[str]):
 
     try:
         chips = ex.chips_to_compile()
-        per_chip = {chip: cc.compile_listing(text, chip, name=ex.cell_name) for chip in chips}
+        dtypes = cc.DTYPES if cc.uses_dtype(text) else ("float",)      # DTYPE_<INPUT>: both builds
+        per_chip = {(chip if dt == "float" else f"{chip}, {dt} input"): cc.compile_listing(text, chip, name=ex.cell_name,
+                                                                                             dtype=dt)
+                    for chip in chips for dt in dtypes}
     except cc.HeadersMissing as e:
         parts.append(f"Not compiled: {e}. The call order is still checked.")
         return None, None
@@ -214,7 +217,7 @@ def _compile(text: str, ex: CppExercise, parts: list[str]):
         return None, None
     bad = {chip: d for chip, d in per_chip.items() if d}
     if not bad:
-        parts.append(f"Compiles against asc-devkit's headers for {', '.join(chips)} (0 errors).")
+        parts.append(f"Compiles against asc-devkit's headers for {', '.join(per_chip)} (0 errors).")
         return True, per_chip
     lines = ["Not yet: your C++ does not compile against asc-devkit's headers:"]
     for chip, diags in bad.items():

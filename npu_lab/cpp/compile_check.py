@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["CHIPS", "claimed_chips", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
+__all__ = ["CHIPS", "DTYPES", "uses_dtype", "claimed_chips", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
            "compiler_args", "backend", "format_diagnostics", "api_calls"]
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
@@ -81,8 +81,10 @@ def _is_devkit(path: Path) -> bool:
 
 
 def find_devkit() -> Path | None:
-    """``$ASC_DEVKIT_DIR`` if it holds the headers, else ``<repo>/../shared/asc-devkit``, else None.
-    A set ``ASC_DEVKIT_DIR`` without the headers raises (a typo should not fall back silently)."""
+    """``$ASC_DEVKIT_DIR`` if it holds the headers, else ``<repo>/../shared/asc-devkit`` (CI: a fresh
+    clone with shared/ beside it), else ``<repo>/../../shared/asc-devkit`` (a git worktree one level
+    deeper), else None. A set ``ASC_DEVKIT_DIR`` without the headers raises HeadersMissing (a typo
+    should not fall back silently)."""
     env = os.environ.get("ASC_DEVKIT_DIR")
     if env:
         path = Path(env).expanduser()
@@ -131,9 +133,16 @@ def claimed_chips(text: str) -> tuple[str, ...]:
 _REGISTERED = re.compile(r"^\s*REGISTER_TILING_DEFAULT\s*\(\s*([A-Za-z_]\w*)\s*\)", re.M)
 
 
-def compiler_args(chip: str, devkit: Path, source: str | None = None) -> list[str]:
+#: what ``DTYPE_<INPUT>`` may stand for (the operator build defines it from the op's input dtype)
+DTYPES = ("float", "half")
+
+
+def compiler_args(chip: str, devkit: Path, source: str | None = None, dtype: str = "float") -> list[str]:
     """The flags of the device-mode check for ``chip`` (a key of :data:`CHIPS`). ``source`` (text or
-    a path) supplies the struct registered with ``REGISTER_TILING_DEFAULT`` for ``GET_TILING_DATA``."""
+    a path) supplies the struct registered with ``REGISTER_TILING_DEFAULT`` for ``GET_TILING_DATA``
+    and the ``DTYPE_<INPUT>`` macros it uses, defined as ``dtype`` (one of :data:`DTYPES`)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if chip not in CHIPS:
         raise ValueError(f"chip must be one of {', '.join(CHIPS)}, got {chip!r}")
     arch, cores = CHIPS[chip]
@@ -147,10 +156,11 @@ def compiler_args(chip: str, devkit: Path, source: str | None = None) -> list[st
         m = _REGISTERED.search(text)
         if m:
             args.append(f"-DNPU_LAB_TILING_STRUCT={m.group(1)}")
-        # DTYPE_<INPUT>: the operator build defines one per input from the op's definition; a
-        # float32 input here (the listings' float16 branches are checked by their if constexpr)
+        # DTYPE_<INPUT>: the operator build defines one per input from the op's definition. A
+        # discarded `if constexpr` branch of a template is never instantiated, so a listing with
+        # float16 branches is compiled once per dtype to check both.
         for dt in sorted(set(re.findall(r"\bDTYPE_[A-Z0-9_]+\b", text))):
-            args.append(f"-D{dt}=float")
+            args.append(f"-D{dt}={dtype}")
     return args
 
 
@@ -167,17 +177,25 @@ def backend() -> str:
         return "g++" if shutil.which("g++") else ""
 
 
+def uses_dtype(text: str) -> bool:
+    """Does the listing take its input dtype from a ``DTYPE_<INPUT>`` macro (so it has a float16 build)?"""
+    return re.search(r"\bDTYPE_[A-Z0-9_]+\b", text) is not None
+
+
 def compile_listing(path_or_source, chip: str, *, devkit: Path | str | None = None,
-                    name: str | None = None) -> list[Diagnostic]:
+                    name: str | None = None, dtype: str = "float") -> list[Diagnostic]:
     """Compile one listing for ``chip``; returns its errors (an empty list: it compiles).
 
     ``path_or_source``: a ``Path`` / ``*.cpp`` path, or the C++ text itself (then ``name`` is the file
     name used in the diagnostics, default ``"<listing>"``). ``devkit``: the asc-devkit directory
-    (default :func:`find_devkit`). Raises :class:`HeadersMissing` without headers, ValueError for an
-    unknown chip, RuntimeError when neither libclang nor g++ is installed. Results are cached per
-    (text, chip, devkit)."""
+    (default :func:`find_devkit`). ``dtype``: what the listing's ``DTYPE_<INPUT>`` macros stand for
+    (``"float"`` or ``"half"``). Raises :class:`HeadersMissing` without headers, ValueError for an
+    unknown chip or dtype, RuntimeError when neither libclang nor g++ is installed. Results are
+    cached per (text, chip, dtype, devkit)."""
     if chip not in CHIPS:
         raise ValueError(f"chip must be one of {', '.join(CHIPS)}, got {chip!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if _is_path(path_or_source):
         path = Path(path_or_source)
         if not path.is_file():
@@ -194,22 +212,22 @@ def compile_listing(path_or_source, chip: str, *, devkit: Path | str | None = No
     if not how:
         raise RuntimeError("neither libclang (pip install libclang) nor g++ is installed: the listing cannot be "
                            "compiled (`make check-cpp` installs libclang into .venv)")
-    return list(_compile_cached(text, chip, str(kit), shown, how))
+    return list(_compile_cached(text, chip, str(kit), shown, how, dtype))
 
 
 @lru_cache(maxsize=256)
-def _compile_cached(text: str, chip: str, kit: str, shown: str, how: str) -> tuple[Diagnostic, ...]:
+def _compile_cached(text: str, chip: str, kit: str, shown: str, how: str, dtype: str) -> tuple[Diagnostic, ...]:
     with tempfile.TemporaryDirectory(prefix="npu_lab_cpp_") as tmp:
         src = Path(tmp) / "listing.cpp"
         src.write_text(text, encoding="utf-8")
-        args = compiler_args(chip, Path(kit), text)
+        args = compiler_args(chip, Path(kit), text, dtype)
         raw = _run_libclang(src, args) if how == "libclang" else _run_gxx(src, args)
     out, seen = [], set()
     registered = _REGISTERED.search(text)
     for line, col, msg in raw:
         if "NPU_LAB_TILING_STRUCT" in msg:
             msg = ("GET_TILING_DATA needs the tiling struct registered first: write REGISTER_TILING_DEFAULT(YourStruct); "
-                   "before it (asc-devkit docs/zh/api/.../REGISTER_TILING_DEFAULT.md)" if not registered else
+                   "before it (asc-devkit docs/zh/api/SIMD-API/基础API/Kernel-Tiling/REGISTER_TILING_DEFAULT.md)" if not registered else
                    f"GET_TILING_DATA: the registered struct {registered.group(1)} is not declared before the entry")
         key = (line, msg)
         if key not in seen:

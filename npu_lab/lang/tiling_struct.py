@@ -37,6 +37,7 @@ class Int32Struct:
         size = cls.struct_bytes()
         if len(raw) != size:
             names = ", ".join(f.name for f in fields(cls))
+            kind = "int32" if set(cls.struct_format()[1:]) == {"i"} else "4-byte (int32 / float32)"
             raise ValueError(f"{cls.__name__}.unpack expects exactly {size} bytes ({size // 4} "
-                             f"little-endian 4-byte fields: {names}); got {len(raw)} bytes")
+                             f"little-endian {kind} fields: {names}); got {len(raw)} bytes")
         return cls(*struct.unpack(cls.struct_format(), raw))
