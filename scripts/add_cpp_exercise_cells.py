@@ -1,4 +1,8 @@
-"""One-off: add the C++ exercises (issue 15 §7) to instructor notebooks 01, 05, 06 (cell-local)."""
+"""Add the C++ exercises (issue 15 §7) to instructor notebooks 01, 05, 06, cell-locally and idempotently
+(a notebook that has an exercise already is left alone): after the check cell of the Python kernel
+exercise it mirrors, a markdown cell, the solution cell (cpp_solution_cell) and the check cell.
+Run after a merge that lost the cells: python scripts/add_cpp_exercise_cells.py; then
+python scripts/nbgrader_metadata.py instructor/0[156]_*.ipynb."""
 import sys
 from pathlib import Path
 
