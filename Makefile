@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 NBVAL_TIMEOUT ?= 120
 
-.PHONY: lab test test-unit test-notebooks test-browser notebooks bench install clean release grade instructor
+.PHONY: lab test test-unit test-notebooks test-browser notebooks bench install clean release grade instructor check-cpp
 
 install: $(STAMP)
 
@@ -79,6 +79,12 @@ instructor: install  ## once: copy notebooks/ to instructor/ with nbgrader metad
 test-browser: install  ## slider notebooks in a real headless chromium (JupyterLab and Voila)
 	bash scripts/install_browser_deps.sh
 	$(PY) -m pytest -m browser -q -p no:cacheprovider tests/browser
+
+# The C++ listings against asc-devkit's real headers (ASC_DEVKIT_DIR, else ../shared/asc-devkit):
+# device-mode syntax check with libclang (the wheel, installed here), every chip each listing claims.
+check-cpp: install  ## compile every C++ listing against asc-devkit's headers (libclang)
+	$(PY) -c 'import clang.cindex' 2>/dev/null || $(PY) -m pip install --quiet 'libclang>=18.1'
+	$(PY) -m pytest -q -p no:randomly tests/test_cpp_compile.py tests/test_check_cpp.py
 
 bench: install  ## speed figures, measured in one run
 	$(PY) scripts/bench.py

@@ -26,9 +26,9 @@ def _chain(hw, l2, n=N, timing_only=True, data=None):
     if data is not None:
         x.data[:], y.data[:] = data
     tiling = ScaledAddTiling(n, n // 48, 2048, 2)
-    first = launch(scaled_add_kernel, tiling.block_dim, x, y, z, 2.0, tiling.pack(), hw=hw,
+    first = launch(scaled_add_kernel, tiling.block_dim, x, y, z, tiling.pack(), hw=hw,
                    timing_only=timing_only, l2=l2)
-    second = launch(scaled_add_kernel, tiling.block_dim, z, y, w, 2.0, tiling.pack(), hw=hw,
+    second = launch(scaled_add_kernel, tiling.block_dim, z, y, w, tiling.pack(), hw=hw,
                     timing_only=timing_only, l2=l2)
     return first.launches[0], second.launches[0], w
 

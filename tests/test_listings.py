@@ -113,12 +113,28 @@ def test_listing_has_the_kernel_shape(spec):
     methods = {name for owner, name in unit.funcs if owner is not None}
     for part in ("Init", "Process", "CopyIn", "Compute", "CopyOut"):
         assert part in methods, f"{spec.path}: no kernel class method {part}()"
-    assert re.search(r"\bTPipe\s+\w+\s*;", text), f"{spec.path}: no 'TPipe pipe;' member"
+    # an operator project's shape (issue 15 §2): the TPipe is created in the entry and handed to the
+    # kernel class by pointer (the guide's 避免TPipe在对象内创建和初始化.md), never a class member
+    assert re.search(r"\bTPipe\s*\*\s*\w+\s*;", text), f"{spec.path}: no 'TPipe* pipe;' member"
+    entry_spans = [m.span() for m in re.finditer(r'extern\s+"C"\s+__global__.*?\n\}', text, re.S)]
+    for m in re.finditer(r"\bTPipe\s+\w+\s*;", text):
+        assert any(a <= m.start() < b for a, b in entry_spans), \
+            f"{spec.path} line {text[:m.start()].count(chr(10)) + 1}: a TPipe object outside the entry (a class member?)"
+    assert "__CCE_AICORE__" not in text, f"{spec.path}: __CCE_AICORE__ is in no header or page; use __NPU_ARCH__"
     assert re.search(r"\bT(Que|Buf)\s*<\s*TPosition::VEC(IN|OUT|CALC)", text), f"{spec.path}: no TQue / TBuf"
     assert re.search(r'extern\s+"C"\s+__global__\s+__aicore__\s+void\s+\w+\s*\(', text), f"{spec.path}: no entry"
     for entry in spec_entries(spec.name, text):
         calls = cpp_calls(text, entry)
-        assert calls[0] == "GET_TILING_DATA", f"{spec.path} {entry}: GET_TILING_DATA(tilingData, tiling) first"
+        assert calls[:2] == ["REGISTER_TILING_DEFAULT", "GET_TILING_DATA"], \
+            f"{spec.path} {entry}: REGISTER_TILING_DEFAULT(Struct); then GET_TILING_DATA(tilingData, tiling) first"
+        body = re.search(r'void\s+' + entry + r'\s*\(([^)]*)\)\s*\{(.*?)\n\}', text, re.S)
+        assert body, f"{spec.path}: entry {entry} not found"
+        assert re.search(r"GM_ADDR\s+workspace\s*,\s*GM_ADDR\s+tiling\s*$", body.group(1).strip()), \
+            f"{spec.path} {entry}: the entry's arguments end with GM_ADDR workspace, GM_ADDR tiling"
+        assert set(re.findall(r"\b(\w+)\s+\w+\s*(?:,|$)", body.group(1))) == {"GM_ADDR"}, \
+            f"{spec.path} {entry}: only GM_ADDR arguments (a scalar goes in the tiling struct)"
+        assert re.search(r"\bTPipe\s+(\w+)\s*;", body.group(2)) and "&pipe" in body.group(2), \
+            f"{spec.path} {entry}: 'TPipe pipe;' in the entry, passed as &pipe to Init"
         assert "TPipe::InitBuffer" in calls, f"{spec.path} {entry}: no pipe.InitBuffer(...)"
 
 

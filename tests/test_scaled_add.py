@@ -119,15 +119,18 @@ def test_default_block_dim_is_cores_capped_by_tiles():
 
 
 def test_tiling_struct_round_trips_through_bytes():
-    """ScaledAddTiling packs to the 16 bytes (4 little-endian int32) the host would copy."""
-    t = ScaledAddTiling(total=1000, block_len=300, tile_len=64, num_buffers=2)
+    """ScaledAddTiling packs to the 20 bytes the host would copy: 4 little-endian int32, then alpha
+    as a float32 (the entry takes no scalar by value: alpha travels in the tiling)."""
+    import struct
+    t = ScaledAddTiling(total=1000, block_len=300, tile_len=64, num_buffers=2, alpha=1.5)
     raw = t.pack()
-    assert len(raw) == 16 and raw[:4] == (1000).to_bytes(4, "little")
+    assert len(raw) == 20 and raw[:4] == (1000).to_bytes(4, "little")
+    assert struct.unpack("<f", raw[16:])[0] == 1.5
     assert ScaledAddTiling.unpack(raw) == t
     assert t.block_dim == 4
     assert [t.block_range(i) for i in range(4)] == [(0, 300), (300, 300), (600, 300), (900, 100)]
-    with pytest.raises(ValueError, match="16 bytes"):
-        ScaledAddTiling.unpack(raw[:12])
+    with pytest.raises(ValueError, match="20 bytes"):
+        ScaledAddTiling.unpack(raw[:16])
 
 
 # ---- time --------------------------------------------------------------------------------------------
@@ -301,3 +304,11 @@ def test_golden_timeline():
             "    NPU_LAB_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_scaled_add.py -k golden\n"
             "and review `git diff tests/golden/`; otherwise this is a silent model change: find it."
         ) from None
+
+
+@pytest.mark.parametrize("alpha", [1e39, float("inf"), float("nan"), "2", None, True])
+def test_alpha_must_fit_the_tiling_structs_float(alpha):
+    """alpha travels in ScaledAddTiling as a C float: what a float32 cannot hold is refused up front."""
+    x = np.ones(16, np.float32)
+    with pytest.raises(ValueError, match="alpha must be a finite number a float32 holds"):
+        scaled_add(x, x, alpha)

@@ -275,10 +275,12 @@ SCALED_ADD_ALPHA = 1.5
 
 
 @npu_kernel
-def scaled_add_double_buffer_solution(ctx, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+def scaled_add_double_buffer_solution(ctx, x_gm, y_gm, z_gm, tiling_bytes):
     """z = alpha·x + y over this block's slice, tile by tile, two slots per queue, so MTE2 loads
-    tile i+1 while V computes tile i. x, y, z: float32 GM; the tiling: ScaledAddTiling."""
+    tile i+1 while V computes tile i. x, y, z: float32 GM; the tiling: ScaledAddTiling (alpha
+    is its last field: a kernel's arguments are GM addresses only)."""
     t = ScaledAddTiling.unpack(tiling_bytes)
+    alpha = t.alpha
     start, length = t.block_range(ctx.get_block_idx())
     x_in, y_in, z_out = TQue(TPosition.VECIN, 2), TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 2)
     # YOUR CODE: give each queue 2 slots of t.tile_len float32 (ctx.pipe.init_buffer, sizes in
@@ -318,12 +320,12 @@ def scaled_add_double_buffer_solution(ctx, x_gm, y_gm, z_gm, alpha, tiling_bytes
 
 def scaled_add_tiling(n: int, hw) -> ScaledAddTiling:
     """The host side of the exercise: one block per core (capped by the tiles), whole 32-byte
-    blocks per block, tiles of SCALED_ADD_TILE_LEN, two buffers."""
+    blocks per block, tiles of SCALED_ADD_TILE_LEN, two buffers, alpha = SCALED_ADD_ALPHA."""
     from ..presets import get_preset as _preset
     cores = _preset(hw).vector_cores
     block_dim = min(cores, -(-n // SCALED_ADD_TILE_LEN))
     block_len = -(-(-(-n // block_dim)) // 8) * 8
-    return ScaledAddTiling(n, block_len, SCALED_ADD_TILE_LEN, 2)
+    return ScaledAddTiling(n, block_len, SCALED_ADD_TILE_LEN, 2, SCALED_ADD_ALPHA)
 
 
 def _scaled_add_cases(rng):
@@ -342,7 +344,7 @@ def _scaled_add_launch(fn, case, hw, timing_only):
         x = GlobalTensor.from_array(rng.standard_normal(n).astype(np.float32), "x")
         y = GlobalTensor.from_array(rng.standard_normal(n).astype(np.float32), "y")
         z = GlobalTensor.from_array(sentinel_array(n, np.float32), "z")
-    timeline = launch(fn, t.block_dim, x, y, z, SCALED_ADD_ALPHA, t.pack(), hw=hw, timing_only=timing_only)
+    timeline = launch(fn, t.block_dim, x, y, z, t.pack(), hw=hw, timing_only=timing_only)
     return (None if timing_only else {"z": z.data}), timeline
 
 

@@ -10,7 +10,8 @@ finds the exercises they delimit and writes the nbgrader cell metadata (docs/ins
   the check call);
 * the next code cell is its **check cell**: it calls the check and prints it, then
   ``### BEGIN HIDDEN TESTS`` / ``assert result.correct`` / ``### END HIDDEN TESTS``. A check cell
-  calling ``check_kernel(fn, "NN.name")`` makes the exercise a kernel exercise.
+  calling ``check_kernel(fn, "NN.name")`` (or ``check_cpp(source, "NN.name", fn)``, the C++ of a
+  kernel) makes the exercise a kernel exercise.
 
 Points: :data:`PREDICTION_POINTS` per prediction, :data:`KERNEL_POINTS` per kernel exercise.
 The nbgrader ids come from the exercise id: exercise ``05.2`` is graded by cell ``ex05_2`` and
@@ -37,7 +38,8 @@ SCHEMA_VERSION = 3
 #: ``NN.M`` / ``NN.name``; an appendix notebook ``NNx_*`` numbers its exercises ``NNx.M`` (07b.1)
 EXERCISE_ID = r"\d\d[a-z]?\.[A-Za-z0-9_-]+"
 _TITLE = re.compile(rf"^#\s*Exercise\s+({EXERCISE_ID})\s*:")
-_CHECK_KERNEL = re.compile(rf"""check_kernel\(\s*[^,()]+,\s*["']({EXERCISE_ID})["']""")
+#: ``check_kernel(fn, "NN.name")`` and ``check_cpp(source, "NN.name", fn)``: written code, KERNEL_POINTS
+_CHECK_KERNEL = re.compile(rf"""check_(?:kernel|cpp)\(\s*[^,()]+,\s*["']({EXERCISE_ID})["']""")
 #: grade ids this module writes (and so may remove again when their markers are gone)
 _OUR_GRADE_ID = re.compile(r"^ex\d\d[a-z]?_")
 #: course notebook file names: ``NN_name.ipynb`` and appendices ``NNx_name.ipynb`` (07b_...)
@@ -168,7 +170,7 @@ def _exercise(pending, check_index: int, check_text: str, name: str) -> Exercise
     if exercise_id is None:
         raise MarkerError(f"{name} cell {solution_index}: no exercise id: start the cell with "
                           "'# Exercise NN.M: ...' (or call check_kernel(fn, \"NN.name\") in the check cell)")
-    if kernel or "check_kernel(" in check_text:
+    if kernel or "check_kernel(" in check_text or "check_cpp(" in check_text:
         return Exercise(exercise_id, "kernel", KERNEL_POINTS, solution_index, check_index)
     return Exercise(exercise_id, "prediction", PREDICTION_POINTS, solution_index, check_index)
 

@@ -3,8 +3,13 @@
 
 Every course kernel has a C++ file next to its Python (``scaled_add.cpp``, ``moe_gating/fused_v1.cpp``,
 ...): the kernel class with ``Init`` / ``Process`` / ``CopyIn`` / ``Compute`` / ``CopyOut``, ``TPipe``,
-``TQue`` / ``TBuf``, ``InitBuffer``, the tiling struct read with ``GET_TILING_DATA`` and the
-``extern "C" __global__ __aicore__`` entry. This module reads them:
+``TQue`` / ``TBuf``, ``InitBuffer``, the tiling struct registered with ``REGISTER_TILING_DEFAULT``
+and read with ``GET_TILING_DATA``, and the ``extern "C" __global__ __aicore__`` entry as an operator
+project writes it (GM addresses only, ending ``GM_ADDR workspace, GM_ADDR tiling``; the ``TPipe``
+created there and passed to ``Init`` by pointer). That they compile against asc-devkit's headers is
+:mod:`npu_lab.cpp.compile_check`'s job; this module reads their call order, with a small C++
+reader of its own, so it needs neither clang nor the headers (a learner installing from PyPI has
+neither). This module reads them:
 
 * :func:`listing` — the C++ text of a kernel (``listing("v2")``);
 * :func:`cpp_calls` — the Ascend C calls of a listing in program order (methods and helpers
@@ -29,7 +34,7 @@ Conventions a listing follows (the parser is small, not a C++ compiler):
   runs only on the paths that did not return. Not supported: ``switch``, a ``return`` inside a
   loop that makes Ascend C calls; ``break`` / ``continue`` are ignored.
 * Only calls are read: ``DataCopy(...)``, ``q.EnQue(x)``, ``SetFlag<HardEvent::MTE2_S>(0)``,
-  ``PipeBarrier<PIPE_ALL>()``, ``pipe.InitBuffer(...)`` (``TPipe::InitBuffer``),
+  ``PipeBarrier<PIPE_ALL>()``, ``pipe->InitBuffer(...)`` (``TPipe::InitBuffer``),
   ``buf.Get<float>()`` (``TBuf::Get``); parameter structs written with braces
   (``DataCopyExtParams{1, K * sizeof(float), 0, 0, 0}``) are arguments, not calls.
 """
@@ -46,7 +51,7 @@ from ..lang.api_map import ASCEND_C_API
 
 __all__ = ["REGISTRY", "ListingSpec", "spec_entries", "ListingError", "ListingMissing", "ALLOWED_CPP_NAMES", "INSTRUCTIONS",
            "SYNC_CALLS", "listing", "listing_path", "cpp_calls", "cpp_program", "cpp_call_names",
-           "cpp_entries", "traced_calls", "instruction_name", "compare", "Match", "Call", "Loop", "Branch"]
+           "cpp_entries", "traced_calls", "calls_of_run", "instruction_name", "compare", "Match", "Call", "Loop", "Branch"]
 
 KERNELS_DIR = Path(__file__).resolve().parent
 
@@ -861,6 +866,33 @@ def _run(spec: ListingSpec, case: dict):
             timeline = simulate_moe_gating(case.pop("B"), case.pop("S"), case.pop("E"), case.pop("K"),
                                            version=spec.version, hw=hw, dtype=dtype, **case).timeline
     return timeline, logs
+
+
+def calls_of_run(run, *, sync: bool = False, every_block: bool = False) -> list[list[str]]:
+    """Trace any run: ``run()`` launches kernels (timing-only is enough) and returns their
+    Timeline; returns, per launch, the calls of its first simulated block (``every_block=True``:
+    of every simulated block, one block class after another: a tail block takes other branches)
+    in program order, as :func:`traced_calls` names them. What ``npu_lab.course.check_cpp`` runs
+    on a learner's own Python kernel."""
+    from ..lang.context import record_calls
+
+    if not callable(run):
+        raise TypeError(f"run is a function that launches the kernel and returns its Timeline, got {type(run).__name__}")
+    with record_calls() as logs:
+        timeline = run()
+    launches = getattr(timeline, "launches", None)
+    if launches is None:
+        raise TypeError(f"run() must return the launch's Timeline, got {type(timeline).__name__}")
+    out, k = [], 0
+    for launch in launches:
+        n = len(launch.traces)
+        if k + n > len(logs):
+            raise RuntimeError("fewer recorded blocks than the timeline's block classes")
+        for b in range(k, k + n if every_block else k + 1):
+            calls = _tokens_of_log(logs[b])
+            out.append(calls if sync else [c for c in calls if _kind(c) == "instruction"])
+        k += n
+    return out
 
 
 def traced_calls(version_or_kernel_name, case: dict | None = None, *, sync: bool = False) -> list[list[str]]:

@@ -1,3 +1,4 @@
+// chips: ascend-910b2 ascend-310p3
 // scaled_add: z = alpha * x + y, the Ascend C beside scaled_add.py (scaled_add_kernel).
 //
 // The same calls in the same order as the Python; npu_lab.kernels.listings checks that against a
@@ -10,30 +11,32 @@
 #include "kernel_operator.h"
 using namespace AscendC;
 
-// The host's tiling struct (scaled_add.py ScaledAddTiling): four int32, in this order.
+// The host's tiling struct (scaled_add.py ScaledAddTiling): four int32 and a float, in this order.
 struct ScaledAddTiling {
     int32_t total;        // elements in x, y, z
     int32_t block_len;    // elements per block (whole 32-byte blocks)
     int32_t tile_len;     // elements per tile (a multiple of 8)
     int32_t num_buffers;  // UB slots per queue: 1 (single) or 2 (double buffering)
+    float alpha;          // the scalar operand: an entry takes GM addresses only, so it travels here
 };
 
 class KernelScaledAdd {
 public:
     __aicore__ inline KernelScaledAdd() {}
 
-    __aicore__ inline void Init(GM_ADDR x, GM_ADDR y, GM_ADDR z, float alpha, const ScaledAddTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR x, GM_ADDR y, GM_ADDR z, const ScaledAddTiling& tiling, TPipe* pipeIn)
     {
-        this->alpha = alpha;
+        pipe = pipeIn;
+        alpha = tiling.alpha;
         tileLen = tiling.tile_len;
         start = GetBlockIdx() * tiling.block_len;                        // this block's slice
         length = tiling.total - start < tiling.block_len ? tiling.total - start : tiling.block_len;
         xGm.SetGlobalBuffer((__gm__ float*)x);
         yGm.SetGlobalBuffer((__gm__ float*)y);
         zGm.SetGlobalBuffer((__gm__ float*)z);
-        pipe.InitBuffer(xQueue, tiling.num_buffers, tileLen * sizeof(float));
-        pipe.InitBuffer(yQueue, tiling.num_buffers, tileLen * sizeof(float));
-        pipe.InitBuffer(zQueue, tiling.num_buffers, tileLen * sizeof(float));
+        pipe->InitBuffer(xQueue, tiling.num_buffers, tileLen * sizeof(float));
+        pipe->InitBuffer(yQueue, tiling.num_buffers, tileLen * sizeof(float));
+        pipe->InitBuffer(zQueue, tiling.num_buffers, tileLen * sizeof(float));
     }
 
     __aicore__ inline void Process()
@@ -91,7 +94,7 @@ private:
         zQueue.FreeTensor(z);
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 1> xQueue, yQueue;   // depth 1: one EnQue before each DeQue
     TQue<TPosition::VECOUT, 1> zQueue;
     GlobalTensor<float> xGm, yGm, zGm;
@@ -99,12 +102,15 @@ private:
     int32_t tileLen, start, length;
 };
 
-// alpha travels as a kernel argument, as in the Python (an operator project would put it in the
-// tiling struct).
-extern "C" __global__ __aicore__ void scaled_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, float alpha, GM_ADDR tiling)
+// The entry as an operator project writes it: GM addresses only, ending in workspace and tiling
+// (alpha is in the tiling struct); the struct registered before GET_TILING_DATA; the TPipe created
+// here and handed to the kernel class by pointer.
+extern "C" __global__ __aicore__ void scaled_add(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(ScaledAddTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelScaledAdd op;
-    op.Init(x, y, z, alpha, tilingData);
+    op.Init(x, y, z, tilingData, &pipe);
     op.Process();
 }

@@ -29,12 +29,16 @@ def scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarr
 
 @dataclass(frozen=True)
 class ScaledAddTiling(Int32Struct):
-    """Host-side tiling: total elements, elements per block, elements per tile, buffers."""
+    """Host-side tiling: total elements, elements per block, elements per tile, buffers, and the
+    scalar ``alpha`` (float32): an operator's entry takes only GM addresses (``..., GM_ADDR
+    workspace, GM_ADDR tiling``), so a scalar operand travels in the tiling struct, as in
+    asc-devkit's operator examples."""
 
     total: int
     block_len: int
     tile_len: int
     num_buffers: int
+    alpha: float = 2.0
 
     @property
     def block_dim(self) -> int:
@@ -45,7 +49,7 @@ class ScaledAddTiling(Int32Struct):
         return start, min(self.block_len, self.total - start)
 
 
-def scaled_add_block_classes(block_dim, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+def scaled_add_block_classes(block_dim, x_gm, y_gm, z_gm, tiling_bytes):
     """Which blocks run the same instruction stream (the simulator times one block per class):
     every block's element count -- all equal but the last one's."""
     t = ScaledAddTiling.unpack(tiling_bytes)
@@ -55,11 +59,11 @@ def scaled_add_block_classes(block_dim, x_gm, y_gm, z_gm, alpha, tiling_bytes):
 
 
 @npu_kernel(block_classes=scaled_add_block_classes)
-def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalTensor,
-                      alpha: float, tiling_bytes: bytes):
-    """z = alpha·x + y over this block's slice, tile by tile. Pipes: MTE2 → V → MTE3.
-    The Ascend C listing is ``scaled_add.cpp`` beside this file."""
+def scaled_add_kernel(ctx, x_gm: GlobalTensor, y_gm: GlobalTensor, z_gm: GlobalTensor, tiling_bytes: bytes):
+    """z = alpha·x + y over this block's slice, tile by tile (alpha from the tiling struct).
+    Pipes: MTE2 → V → MTE3. The Ascend C listing is ``scaled_add.cpp`` beside this file."""
     t = ScaledAddTiling.unpack(tiling_bytes)          # GET_TILING_DATA: the host's struct
+    alpha = t.alpha
     start, length = t.block_range(ctx.get_block_idx())
     x_in, y_in = TQue(TPosition.VECIN, 1), TQue(TPosition.VECIN, 1)
     z_out = TQue(TPosition.VECOUT, 1)
@@ -136,6 +140,10 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
         n = xs.size
     if not _is_int(num_buffers) or num_buffers not in (1, 2):
         raise ValueError(f"num_buffers must be 1 (single) or 2 (double buffering), got {num_buffers!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not abs(float(alpha)) <= float(np.finfo(np.float32).max):
+        raise ValueError(f"alpha must be a finite number a float32 holds (it travels in the tiling struct as a C "
+                         f"float), got {alpha!r}")
     if not _is_int(tile_len) or tile_len < 8 or tile_len % 8:
         raise ValueError(f"tile_len must be a multiple of 8 elements (32 bytes) and >= 8, got {tile_len!r}")
     num_buffers, tile_len = int(num_buffers), int(tile_len)
@@ -154,11 +162,11 @@ def scaled_add(x, y, alpha: float = 2.0, *, hw: HardwareSpec | str = "ascend-910
     if block_dim is None:
         block_dim = min(hw.vector_cores, -(-n // tile_len))
     block_len = -(-(-(-n // int(block_dim))) // 8) * 8   # whole 32-byte blocks per block (DataCopy)
-    tiling = ScaledAddTiling(n, block_len, tile_len, num_buffers)
+    tiling = ScaledAddTiling(n, block_len, tile_len, num_buffers, float(alpha))
     gm = lambda arr, name, size: (GlobalTensor.empty(size, np.float32, name, timing_only=True)
                                   if arr is None or timing_only else GlobalTensor.from_array(arr, name))
     x_gm, y_gm = gm(xs, "x", n), gm(ys, "y", n)
     z_gm = GlobalTensor.empty(n, np.float32, "z", timing_only=timing_only)
-    timeline = launch(scaled_add_kernel, tiling.block_dim, x_gm, y_gm, z_gm, float(alpha), tiling.pack(),
+    timeline = launch(scaled_add_kernel, tiling.block_dim, x_gm, y_gm, z_gm, tiling.pack(),
                       hw=hw, timing_only=timing_only, name=f"scaled_add(buffers={num_buffers})")
     return (None if timing_only else z_gm.data.copy()), timeline

@@ -18,6 +18,10 @@ _ROWS = [
     ("GetBlockIdx", "KernelContext.get_block_idx", "int64_t GetBlockIdx()", _B + "工具接口/系统资源与变量/GetBlockIdx.md"),
     ("GetBlockNum", "KernelContext.get_block_num", "int64_t GetBlockNum()", _B + "工具接口/系统资源与变量/GetBlockNum.md"),
     ("GET_TILING_DATA", "Int32Struct.unpack", "GET_TILING_DATA(tilingData, tiling)", _B + "Kernel-Tiling/GET_TILING_DATA.md"),
+    # the struct GET_TILING_DATA reads, registered first (every operator kernel in ops-transformer does);
+    # the Python side is the host's dataclass, whose fields are the C struct's
+    ("REGISTER_TILING_DEFAULT", "Int32Struct.struct_format", "REGISTER_TILING_DEFAULT(tiling_struct)",
+     _B + "Kernel-Tiling/REGISTER_TILING_DEFAULT.md"),
     # --- memory ---
     ("TPipe::InitBuffer", "TPipe.init_buffer",
      "void InitBuffer(TQue& que, uint8_t num, uint32_t len) / void InitBuffer(TBuf& buf, uint32_t len)",
@@ -96,9 +100,9 @@ _ROWS = [
     ("GatherMask", "KernelContext.gather_mask", "void GatherMask(dst, src0, src1Pattern (uint8_t 1..7 or LocalTensor<U>), const bool reduceMode, const uint32_t mask, const GatherMaskParams&, uint64_t& rsvdCnt)", _M + "比较与选择/GatherMask.md"),
     ("GatherMaskParams", "GatherMaskParams", "GatherMaskParams(uint8_t src0BlockStride, uint16_t repeatTimes, uint16_t src0RepeatStride, uint8_t src1RepeatStride)", _M + "比较与选择/GatherMask.md"),
     # --- reduce / sort ---
-    ("WholeReduceMax", "KernelContext.whole_reduce_max", "void WholeReduceMax(dst, src, const int32_t mask, const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride, ReduceOrder order)", "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMax.md"),
-    ("WholeReduceMin", "KernelContext.whole_reduce_min", "void WholeReduceMin(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, ReduceOrder order)", "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceMin.md"),
-    ("WholeReduceSum", "KernelContext.whole_reduce_sum", "void WholeReduceSum(dst, src, const int32_t mask, const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride)", "docs/api/SIMD-API/基础API/Memory矢量计算/归约计算/WholeReduceSum.md"),
+    ("WholeReduceMax", "KernelContext.whole_reduce_max", "void WholeReduceMax(dst, src, const int32_t mask, const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride, ReduceOrder order); since CANN 9.1 ReduceRepeat<ReduceType::MAX>(...) with the same arguments (docs/zh/api/附录/接口变更说明.md; the old name still compiles)", "docs/zh/api/SIMD-API/基础API/Memory矢量计算/归约计算/ReduceRepeat.md"),
+    ("WholeReduceMin", "KernelContext.whole_reduce_min", "void WholeReduceMin(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, ReduceOrder order); since CANN 9.1 ReduceRepeat<ReduceType::MIN>(...) with the same arguments (docs/zh/api/附录/接口变更说明.md; the old name still compiles)", "docs/zh/api/SIMD-API/基础API/Memory矢量计算/归约计算/ReduceRepeat.md"),
+    ("WholeReduceSum", "KernelContext.whole_reduce_sum", "void WholeReduceSum(dst, src, const int32_t mask, const int32_t repeatTime, const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride); since CANN 9.1 ReduceRepeat<ReduceType::SUM>(...) with the same arguments (docs/zh/api/附录/接口变更说明.md; the old name still compiles)", "docs/zh/api/SIMD-API/基础API/Memory矢量计算/归约计算/ReduceRepeat.md"),
     ("ReduceMax", "KernelContext.reduce_max", "void ReduceMax(dst, src, const LocalTensor<T>& sharedTmpBuffer, const int32_t count, bool calIndex = 0)", _M + "归约计算/ReduceMax.md"),
     ("ReduceSum", "KernelContext.reduce_sum", "void ReduceSum(dst, src, const LocalTensor<T>& sharedTmpBuffer, const int32_t count)", _M + "归约计算/ReduceSum.md"),
     ("Sort32", "KernelContext.sort32", "void Sort32(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<uint32_t>& src1, const int32_t repeatTime)", _M + "排序组合（ISASI）/Sort32.md"),

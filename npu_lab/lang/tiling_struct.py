@@ -1,6 +1,8 @@
 """The tiling struct the host copies to the device: a frozen dataclass of int fields that packs
 to little-endian int32, one per field in declaration order (what ``memcpy`` of a C struct of
-``int32_t`` gives), and unpacks back. Kernels read their tiling from those bytes."""
+``int32_t`` gives), and unpacks back; a field annotated ``float`` packs as a float32 (a C
+``float`` member, e.g. a scalar operand an operator project puts in its tiling rather than in
+the entry's arguments). Kernels read their tiling from those bytes."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
 
 
 class Int32Struct:
-    """Mixin for ``@dataclass(frozen=True)`` classes whose fields are all ints."""
+    """Mixin for ``@dataclass(frozen=True)`` classes whose fields are ints (int32) or, annotated
+    ``float``, float32."""
 
     @classmethod
     def struct_format(cls) -> str:
-        return f"<{len(fields(cls))}i"
+        return "<" + "".join("f" if f.type in (float, "float") else "i" for f in fields(cls))
 
     @classmethod
     def struct_bytes(cls) -> int:
@@ -45,6 +48,7 @@ class Int32Struct:
         size = cls.struct_bytes()
         if len(raw) != size:
             names = ", ".join(f.name for f in fields(cls))
+            kind = "int32" if set(cls.struct_format()[1:]) == {"i"} else "4-byte (int32 / float32)"
             raise ValueError(f"{cls.__name__}.unpack expects exactly {size} bytes ({size // 4} "
-                             f"little-endian int32 fields: {names}); got {len(raw)} bytes")
+                             f"little-endian {kind} fields: {names}); got {len(raw)} bytes")
         return cls(*struct.unpack(cls.struct_format(), raw))

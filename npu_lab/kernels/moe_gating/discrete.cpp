@@ -1,3 +1,4 @@
+// chips: ascend-910b2 ascend-310p3
 // The discrete chain: the Ascend C beside discrete.py (softmax_kernel, topk_sort_kernel,
 // renormalise_kernel) — three launches, in this order, each a generic single-buffered kernel over
 // tiles of at most 8 rows, every intermediate through HBM. Same calls, same order as the Python:
@@ -30,10 +31,10 @@ using namespace AscendC;
 
 constexpr int32_t BLOCK_BYTES = 32;
 constexpr int32_t MAX_REPEAT = 255;
-// Sort32 / MrgSort exist on A2 (__CCE_AICORE__ == 220), not on the 310P's AI core (200).
-constexpr bool HAS_SORT = (__CCE_AICORE__ == 220);
+// Sort32 / MrgSort exist on A2 (__NPU_ARCH__ == 2201), not on the 310P's AI core (__NPU_ARCH__ 2002).
+constexpr bool HAS_SORT = (__NPU_ARCH__ == 2201);
 // DataCopyPad exists on A2, not on the 310P (DataCopyPad.md)
-constexpr bool HAS_PAD = (__CCE_AICORE__ == 220);
+constexpr bool HAS_PAD = (__NPU_ARCH__ == 2201);
 
 struct RowTiling {        // discrete.py RowTiling: four int32
     int32_t N, E, K, rows;
@@ -68,8 +69,9 @@ class KernelSoftmax {
 public:
     __aicore__ inline KernelSoftmax() {}
 
-    __aicore__ inline void Init(GM_ADDR logits, GM_ADDR probs, const RowTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR logits, GM_ADDR probs, const RowTiling& tiling, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         t = tiling;
         E = tiling.E;
         R = tiling.rows;
@@ -77,10 +79,10 @@ public:
         R32 = Align(R, 32);
         logitsGm.SetGlobalBuffer((__gm__ T*)logits);
         probsGm.SetGlobalBuffer((__gm__ float*)probs);
-        pipe.InitBuffer(xQueue, 1, R * Es * sizeof(float));
-        pipe.InitBuffer(yQueue, 1, R * Es * sizeof(float));
-        pipe.InitBuffer(scratchBuf, (3 * R32 + ReduceTmpLen(E)) * sizeof(float));
-        pipe.InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
+        pipe->InitBuffer(xQueue, 1, R * Es * sizeof(float));
+        pipe->InitBuffer(yQueue, 1, R * Es * sizeof(float));
+        pipe->InitBuffer(scratchBuf, (3 * R32 + ReduceTmpLen(E)) * sizeof(float));
+        pipe->InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
         LocalTensor<float> s = scratchBuf.Get<float>();
         pairs = s;
         rowValues = s[2 * R32];
@@ -210,7 +212,7 @@ private:
         yQueue.FreeTensor(y);
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 1> xQueue;
     TQue<TPosition::VECOUT, 1> yQueue;
     TBuf<TPosition::VECCALC> scratchBuf, bcastBuf;
@@ -226,8 +228,9 @@ class KernelTopK {
 public:
     __aicore__ inline KernelTopK() {}
 
-    __aicore__ inline void Init(GM_ADDR probs, GM_ADDR values, GM_ADDR indices, const RowTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR probs, GM_ADDR values, GM_ADDR indices, const RowTiling& tiling, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         t = tiling;
         E = tiling.E;
         K = tiling.K;
@@ -278,15 +281,15 @@ private:
     __aicore__ inline void InitSort()
     {
         uint32_t pairBytes = 2 * R * Ea * sizeof(float);
-        pipe.InitBuffer(sortedABuf, pairBytes);         // first: Sort32's dst is 256-B aligned
-        pipe.InitBuffer(sortedBBuf, pairBytes);
-        pipe.InitBuffer(xQueue, 1, R * Ea * sizeof(float));
-        pipe.InitBuffer(iotaBuf, R * Ea * sizeof(int32_t));
+        pipe->InitBuffer(sortedABuf, pairBytes);         // first: Sort32's dst is 256-B aligned
+        pipe->InitBuffer(sortedBBuf, pairBytes);
+        pipe->InitBuffer(xQueue, 1, R * Ea * sizeof(float));
+        pipe->InitBuffer(iotaBuf, R * Ea * sizeof(int32_t));
         uint32_t words = CeilDiv(2 * R * Ea, 32);
-        pipe.InitBuffer(valuePatternBuf, Align(words * sizeof(uint32_t), BLOCK_BYTES));
-        pipe.InitBuffer(indexPatternBuf, Align(words * sizeof(uint32_t), BLOCK_BYTES));
-        pipe.InitBuffer(valuesQueue, 1, Align(R * K * sizeof(float), BLOCK_BYTES));
-        pipe.InitBuffer(indicesQueue, 1, Align(R * K * sizeof(int32_t), BLOCK_BYTES));
+        pipe->InitBuffer(valuePatternBuf, Align(words * sizeof(uint32_t), BLOCK_BYTES));
+        pipe->InitBuffer(indexPatternBuf, Align(words * sizeof(uint32_t), BLOCK_BYTES));
+        pipe->InitBuffer(valuesQueue, 1, Align(R * K * sizeof(float), BLOCK_BYTES));
+        pipe->InitBuffer(indicesQueue, 1, Align(R * K * sizeof(int32_t), BLOCK_BYTES));
         sortedA = sortedABuf.Get<float>();
         sortedB = sortedBBuf.Get<float>();
         iota = iotaBuf.Get<int32_t>();
@@ -344,10 +347,10 @@ private:
 
     __aicore__ inline void InitArgmax()
     {
-        pipe.InitBuffer(xQueue, 1, R * Ea * sizeof(float));
-        pipe.InitBuffer(valuesQueue, 1, Align(R * K * sizeof(float), BLOCK_BYTES));
-        pipe.InitBuffer(indicesQueue, 1, Align(R * K * sizeof(int32_t), BLOCK_BYTES));
-        pipe.InitBuffer(scratchBuf, (8 + ReduceTmpLen(E)) * sizeof(float));
+        pipe->InitBuffer(xQueue, 1, R * Ea * sizeof(float));
+        pipe->InitBuffer(valuesQueue, 1, Align(R * K * sizeof(float), BLOCK_BYTES));
+        pipe->InitBuffer(indicesQueue, 1, Align(R * K * sizeof(int32_t), BLOCK_BYTES));
+        pipe->InitBuffer(scratchBuf, (8 + ReduceTmpLen(E)) * sizeof(float));
         pair = scratchBuf.Get<float>();
         tmp = pair[8];
     }
@@ -491,7 +494,7 @@ private:
         indicesQueue.FreeTensor(i);
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 1> xQueue;
     TQue<TPosition::VECOUT, 1> valuesQueue, indicesQueue;
     TBuf<TPosition::VECCALC> sortedABuf, sortedBBuf, iotaBuf, valuePatternBuf, indexPatternBuf, scratchBuf;
@@ -510,8 +513,9 @@ class KernelRenormalise {
 public:
     __aicore__ inline KernelRenormalise() {}
 
-    __aicore__ inline void Init(GM_ADDR values, GM_ADDR weights, const RowTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR values, GM_ADDR weights, const RowTiling& tiling, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         t = tiling;
         K = tiling.K;                          // <= 56: a row stays inside one repeat
         R = tiling.rows;
@@ -520,10 +524,10 @@ public:
         Kp = Align(K, 8);
         padded = K % 8 != 0 && HAS_PAD;          // rows one per 32-B block (DataCopyPad)
         int32_t slot = Align(R * K, 64) > R * Kp ? Align(R * K, 64) : R * Kp;
-        pipe.InitBuffer(xQueue, 1, slot * sizeof(float));
-        pipe.InitBuffer(yQueue, 1, slot * sizeof(float));
-        pipe.InitBuffer(rowSumBuf, Align(R, 8) * sizeof(float));
-        pipe.InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
+        pipe->InitBuffer(xQueue, 1, slot * sizeof(float));
+        pipe->InitBuffer(yQueue, 1, slot * sizeof(float));
+        pipe->InitBuffer(rowSumBuf, Align(R, 8) * sizeof(float));
+        pipe->InitBuffer(bcastBuf, Align(R, 8) * 8 * sizeof(float));
         rowSum = rowSumBuf.Get<float>();
         bcast = bcastBuf.Get<float>();
     }
@@ -603,7 +607,7 @@ private:
         yQueue.FreeTensor(y);
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 1> xQueue;
     TQue<TPosition::VECOUT, 1> yQueue;
     TBuf<TPosition::VECCALC> rowSumBuf, bcastBuf;
@@ -615,26 +619,32 @@ private:
 };
 
 // The three launches, in order. DTYPE_LOGITS: float or half (an operator project generates it).
-extern "C" __global__ __aicore__ void softmax(GM_ADDR logits, GM_ADDR probs, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void softmax(GM_ADDR logits, GM_ADDR probs, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(RowTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelSoftmax<DTYPE_LOGITS> op;
-    op.Init(logits, probs, tilingData);
+    op.Init(logits, probs, tilingData, &pipe);
     op.Process();
 }
 
-extern "C" __global__ __aicore__ void topk(GM_ADDR probs, GM_ADDR values, GM_ADDR indices, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void topk(GM_ADDR probs, GM_ADDR values, GM_ADDR indices, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(RowTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelTopK op;
-    op.Init(probs, values, indices, tilingData);
+    op.Init(probs, values, indices, tilingData, &pipe);
     op.Process();
 }
 
-extern "C" __global__ __aicore__ void renormalise(GM_ADDR values, GM_ADDR weights, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void renormalise(GM_ADDR values, GM_ADDR weights, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(RowTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelRenormalise op;
-    op.Init(values, weights, tilingData);
+    op.Init(values, weights, tilingData, &pipe);
     op.Process();
 }

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v1, the article's kernel: the Ascend C beside fused.py (moe_gating_v1_kernel).
 //
 // One block per tile of tileS points. CopyIn: one copy per point (E scores into a UB row padded to
@@ -118,8 +119,9 @@ class KernelMoeGatingV1 {
 public:
     __aicore__ inline KernelMoeGatingV1() {}
 
-    __aicore__ inline void Init(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, const MoeGatingTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, const MoeGatingTiling& tiling, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         E = tiling.E;
         K = tiling.K;
         TileRows(tiling, GetBlockIdx(), firstRow, points);   // one block per tile
@@ -129,9 +131,9 @@ public:
         indicesGm.SetGlobalBuffer((__gm__ int32_t*)indices);
         weightsGm.SetGlobalBuffer((__gm__ float*)weights);
         // UB as the host budgeted it (ub_budget.py "v1"), sized for a full tile
-        pipe.InitBuffer(scoresBuf, tiling.tileBS * RowStride(E, sizeof(float)) * sizeof(float));
-        pipe.InitBuffer(valuesBuf, tiling.tileBS * Ks * sizeof(float));
-        pipe.InitBuffer(indicesBuf, tiling.tileBS * Ks * sizeof(int32_t));
+        pipe->InitBuffer(scoresBuf, tiling.tileBS * RowStride(E, sizeof(float)) * sizeof(float));
+        pipe->InitBuffer(valuesBuf, tiling.tileBS * Ks * sizeof(float));
+        pipe->InitBuffer(indicesBuf, tiling.tileBS * Ks * sizeof(int32_t));
         scores = scoresBuf.Get<T>();
         values = valuesBuf.Get<float>();
         topkIndices = indicesBuf.Get<int32_t>();
@@ -187,7 +189,7 @@ private:
         }
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TBuf<TPosition::VECCALC> scoresBuf, valuesBuf, indicesBuf;
     LocalTensor<T> scores;
     LocalTensor<float> values;
@@ -199,10 +201,12 @@ private:
 };
 
 // DTYPE_GATE: float or half, the gate logits' type (an operator project generates the macro).
-extern "C" __global__ __aicore__ void moe_gating_v1(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void moe_gating_v1(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(MoeGatingTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelMoeGatingV1<DTYPE_GATE> op;
-    op.Init(gate, indices, weights, tilingData);
+    op.Init(gate, indices, weights, tilingData, &pipe);
     op.Process();
 }

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v2 and v2_bad_sync: the Ascend C beside fused.py (moe_gating_v2_kernel and
 // moe_gating_v2_bad_sync_kernel; both are _looping_scalar_kernel there, here one class template).
 //
@@ -139,8 +140,9 @@ class KernelMoeGatingV2 {
 public:
     __aicore__ inline KernelMoeGatingV2() {}
 
-    __aicore__ inline void Init(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, const MoeGatingTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, const MoeGatingTiling& tiling, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         t = tiling;
         E = tiling.E;
         K = tiling.K;
@@ -154,9 +156,9 @@ public:
         indicesGm.SetGlobalBuffer((__gm__ int32_t*)indices);
         weightsGm.SetGlobalBuffer((__gm__ float*)weights);
         // UB as budgeted for "v2": two input slots, two output slots
-        pipe.InitBuffer(scoresQueue, 2, tileBS * RowStride(E, sizeof(float)) * sizeof(float));
-        pipe.InitBuffer(valuesBuf, 2 * tileBS * Ks * sizeof(float));
-        pipe.InitBuffer(indicesBuf, 2 * tileBS * Ks * sizeof(int32_t));
+        pipe->InitBuffer(scoresQueue, 2, tileBS * RowStride(E, sizeof(float)) * sizeof(float));
+        pipe->InitBuffer(valuesBuf, 2 * tileBS * Ks * sizeof(float));
+        pipe->InitBuffer(indicesBuf, 2 * tileBS * Ks * sizeof(int32_t));
         outValues = valuesBuf.Get<float>();
         outIndices = indicesBuf.Get<int32_t>();
     }
@@ -261,7 +263,7 @@ private:
         }
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 2> scoresQueue;      // depth 2: the prefetch enqueues before the DeQue
     TBuf<TPosition::VECCALC> valuesBuf, indicesBuf;
     LocalTensor<float> outValues;
@@ -274,19 +276,23 @@ private:
 };
 
 // DTYPE_GATE: float or half, the gate logits' type (an operator project generates the macro).
-extern "C" __global__ __aicore__ void moe_gating_v2(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void moe_gating_v2(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(MoeGatingTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelMoeGatingV2<DTYPE_GATE, false> op;
-    op.Init(gate, indices, weights, tilingData);
+    op.Init(gate, indices, weights, tilingData, &pipe);
     op.Process();
 }
 
 extern "C" __global__ __aicore__ void moe_gating_v2_bad_sync(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights,
-                                                             GM_ADDR tiling)
+                                                             GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(MoeGatingTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelMoeGatingV2<DTYPE_GATE, true> op;
-    op.Init(gate, indices, weights, tilingData);
+    op.Init(gate, indices, weights, tilingData, &pipe);
     op.Process();
 }

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v4 — the Ascend C listing of npu_lab/kernels/moe_gating/sorted_topk.py
 // (same instructions, same order). Built the way CANN's MoeGatingTopKSoftmaxV2 "Perf" template is
 // (hicann/ops-transformer moe/moe_gating_top_k_softmax_v2/op_kernel/moe_gating_top_k_softmax_v2_perf.h),
@@ -47,8 +48,9 @@ public:
     __aicore__ inline MoeGatingTopKV4() {}
 
     __aicore__ inline void Init(GM_ADDR gating, GM_ADDR indices, GM_ADDR weights,
-                                const MoeGatingV4TilingData* tilingData)
+                                const MoeGatingV4TilingData* tilingData, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         t = tilingData;
         col = t->col;
         k = t->k;
@@ -69,18 +71,18 @@ public:
         uint32_t outHalf = (rows * k + 7) / 8 * 8;
         idxOff = outHalf;                                   // indices after the weights
         // allocation order = moe_gating_v4_ub_layout: pairs first (Sort32's dst: 256-B aligned)
-        pipe.InitBuffer(pairsBuf, 8 * rows * colAlign);
-        pipe.InitBuffer(gatingQueue, 2, rows * colAlign * sizeof(T));
+        pipe->InitBuffer(pairsBuf, 8 * rows * colAlign);
+        pipe->InitBuffer(gatingQueue, 2, rows * colAlign * sizeof(T));
         if (sizeof(T) == 2 || (chunks > 1 && !fast)) {
-            pipe.InitBuffer(castBuf, 4 * rows * colAlign);  // widened scores / merge groups
+            pipe->InitBuffer(castBuf, 4 * rows * colAlign);  // widened scores / merge groups
         }
         if (!fast) {
-            pipe.InitBuffer(indexBuf, 4 * rows * colAlign);
+            pipe->InitBuffer(indexBuf, 4 * rows * colAlign);
         }
-        pipe.InitBuffer(topKOutQueue, 1, 2 * 4 * outHalf);
-        pipe.InitBuffer(patternBuf, 4 * 32);
-        pipe.InitBuffer(softmaxBuf, 4 * (K_ALIGN * rows + 8 * rows8));
-        pipe.InitBuffer(rowStatBuf, 4 * rows8);
+        pipe->InitBuffer(topKOutQueue, 1, 2 * 4 * outHalf);
+        pipe->InitBuffer(patternBuf, 4 * 32);
+        pipe->InitBuffer(softmaxBuf, 4 * (K_ALIGN * rows + 8 * rows8));
+        pipe->InitBuffer(rowStatBuf, 4 * rows8);
     }
 
     __aicore__ inline void Process()
@@ -249,7 +251,7 @@ private:
         topKOutQueue.FreeTensor(out);
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 2> gatingQueue;
     TQue<TPosition::VECOUT, 1> topKOutQueue;
     TBuf<TPosition::VECCALC> pairsBuf, castBuf, indexBuf, patternBuf, softmaxBuf, rowStatBuf;
@@ -265,8 +267,10 @@ private:
 extern "C" __global__ __aicore__ void moe_gating_v4(GM_ADDR gating, GM_ADDR indices, GM_ADDR weights,
                                                     GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(MoeGatingV4TilingData);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     MoeGatingTopKV4<DTYPE_GATING> op;                       // float or half: the op's input dtype
-    op.Init(gating, indices, weights, &tilingData);
+    op.Init(gating, indices, weights, &tilingData, &pipe);
     op.Process();
 }

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // MoeGatingTopK v3, vectorized: the Ascend C beside vectorized.py (moe_gating_v3_kernel and
 // moe_gating_v3_fast_exp_kernel). Same calls, same order as the Python: npu_lab.kernels.listings
 // checks it against a traced run.
@@ -102,8 +103,9 @@ class KernelMoeGatingV3 {
 public:
     __aicore__ inline KernelMoeGatingV3() {}
 
-    __aicore__ inline void Init(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, const MoeGatingTiling& tiling)
+    __aicore__ inline void Init(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, const MoeGatingTiling& tiling, TPipe* pipeIn)
     {
+        pipe = pipeIn;
         t = tiling;
         E = tiling.E;
         K = tiling.K;
@@ -119,18 +121,18 @@ public:
         indicesGm.SetGlobalBuffer((__gm__ int32_t*)indices);
         weightsGm.SetGlobalBuffer((__gm__ float*)weights);
         // UB exactly as ub_budget.moe_ub_budget("v3") / v3_layout lays it out
-        pipe.InitBuffer(scoresQueue, 2, T_ * Ep * sizeof(float));     // float16 uses the first half
-        pipe.InitBuffer(valuesQueue, 2, Align(T8 * K * sizeof(float), BLOCK_BYTES));
-        pipe.InitBuffer(indicesQueue, 2, Align(T8 * K * sizeof(int32_t), BLOCK_BYTES));
+        pipe->InitBuffer(scoresQueue, 2, T_ * Ep * sizeof(float));     // float16 uses the first half
+        pipe->InitBuffer(valuesQueue, 2, Align(T8 * K * sizeof(float), BLOCK_BYTES));
+        pipe->InitBuffer(indicesQueue, 2, Align(T8 * K * sizeof(int32_t), BLOCK_BYTES));
         twoLevel = E > 64 && E % 64 == 0 && E / 8 <= 255;     // ub_budget.uses_two_level_argmax
         reduceTmpLen = m > 1 && !twoLevel ? Align(ReduceMaxTmpLen(E), 8) : 0;
-        pipe.InitBuffer(scoresWorkBuf, 2 * Align(T_ * Ep, 8) * sizeof(float));
-        pipe.InitBuffer(selectMaskBuf, Align(T_ * Ep / 8, BLOCK_BYTES));
-        pipe.InitBuffer(rowResultsBuf, (4 * T32 + 72 + reduceTmpLen) * sizeof(float));
-        pipe.InitBuffer(rowBcastBuf, (T8 * 8 * m + 2 * T8 * 8) * sizeof(float));
-        pipe.InitBuffer(topkPaddedBuf, 5 * T8 * Kp * sizeof(float));
+        pipe->InitBuffer(scoresWorkBuf, 2 * Align(T_ * Ep, 8) * sizeof(float));
+        pipe->InitBuffer(selectMaskBuf, Align(T_ * Ep / 8, BLOCK_BYTES));
+        pipe->InitBuffer(rowResultsBuf, (4 * T32 + 72 + reduceTmpLen) * sizeof(float));
+        pipe->InitBuffer(rowBcastBuf, (T8 * 8 * m + 2 * T8 * 8) * sizeof(float));
+        pipe->InitBuffer(topkPaddedBuf, 5 * T8 * Kp * sizeof(float));
         if (twoLevel) {
-            pipe.InitBuffer(argmaxWorkBuf, 3 * T_ * 64 * sizeof(float));
+            pipe->InitBuffer(argmaxWorkBuf, 3 * T_ * 64 * sizeof(float));
         }
         LocalTensor<float> sw = scoresWorkBuf.Get<float>();
         work = sw;
@@ -385,7 +387,7 @@ private:
         indicesQueue.FreeTensor(indices);
     }
 
-    TPipe pipe;
+    TPipe* pipe;          // the entry's TPipe (避免TPipe在对象内创建和初始化.md)
     TQue<TPosition::VECIN, 2> scoresQueue;          // depth 2: the prefetch enqueues before the DeQue
     TQue<TPosition::VECOUT, 1> valuesQueue, indicesQueue;
     TBuf<TPosition::VECCALC> scoresWorkBuf, selectMaskBuf, rowResultsBuf, rowBcastBuf, topkPaddedBuf, argmaxWorkBuf;
@@ -403,19 +405,23 @@ private:
 };
 
 // DTYPE_GATE: float or half, the gate logits' type (an operator project generates the macro).
-extern "C" __global__ __aicore__ void moe_gating_v3(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void moe_gating_v3(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights, GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(MoeGatingTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelMoeGatingV3<DTYPE_GATE, false> op;
-    op.Init(gate, indices, weights, tilingData);
+    op.Init(gate, indices, weights, tilingData, &pipe);
     op.Process();
 }
 
 extern "C" __global__ __aicore__ void moe_gating_v3_fast_exp(GM_ADDR gate, GM_ADDR indices, GM_ADDR weights,
-                                                             GM_ADDR tiling)
+                                                             GM_ADDR workspace, GM_ADDR tiling)
 {
+    REGISTER_TILING_DEFAULT(MoeGatingTiling);
     GET_TILING_DATA(tilingData, tiling);
+    TPipe pipe;                     // the entry owns the TPipe; the kernel class gets a pointer
     KernelMoeGatingV3<DTYPE_GATE, true> op;
-    op.Init(gate, indices, weights, tilingData);
+    op.Init(gate, indices, weights, tilingData, &pipe);
     op.Process();
 }
