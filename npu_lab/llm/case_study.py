@@ -21,6 +21,9 @@ step <= L ms, and then at most max(batch / step) tokens/s over the batches that 
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from ..presets import get_preset
@@ -67,11 +70,13 @@ def _cube_peak_flops(spec) -> float:
     return spec.cube_cores * 16 ** 3 * 2 / spec.cube_fractal_cycles * spec.clock_ghz * 1e9
 
 
-def _positive(name, value, whole=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value <= 0 \
-            or (whole and int(value) != value):
+def _positive(name, value, whole=False, maximum: float = 1e12):
+    """``value`` as a finite number in (0, maximum] (a whole one if ``whole``), or a ValueError naming it."""
+    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+          and math.isfinite(value) and 0 < value <= maximum and (not whole or float(value).is_integer()))
+    if not ok:
         kind = "a whole number >= 1" if whole else "a positive number"
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
+        raise ValueError(f"{name} must be {kind} (at most {maximum:g}), got {value!r}")
     return int(value) if whole else float(value)
 
 
@@ -90,20 +95,23 @@ def decode_step_roofline(batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), context_len
     latency and capacity: :data:`CASE_STUDY_ASSUMPTIONS`."""
     cfg = get_model_config(model)
     spec = get_preset(hw)
-    tp = _positive("tp", tp, whole=True)
+    tp = _positive("tp", tp, whole=True, maximum=1024)
     if cfg.num_key_value_heads % tp and not cfg.is_mla:
         raise ValueError(f"tp={tp} does not divide {cfg.name}'s {cfg.num_key_value_heads} KV heads; use a divisor")
-    context_len = _positive("context_len", context_len, whole=True)
-    if isinstance(batches, (int, float)):
+    context_len = _positive("context_len", context_len, whole=True, maximum=10**8)
+    if isinstance(batches, (int, float, np.integer, np.floating)) and not isinstance(batches, bool):
         batches = [batches]
-    batches = [_positive("batch", b, whole=True) for b in batches]
+    if isinstance(batches, (str, bytes, dict)) or not hasattr(batches, "__iter__"):
+        raise ValueError(f"batches must be a batch size or a list of them such as [1, 8, 64], got {batches!r}")
+    batches = [_positive("batch", b, whole=True, maximum=10**6) for b in batches]
     if not batches:
         raise ValueError("batches must list at least one batch size")
     ic = _positive("interconnect_gbps", CASE_STUDY_ASSUMPTIONS["interconnect_gbps"][0]
                    if interconnect_gbps is None else interconnect_gbps)
     lat = CASE_STUDY_ASSUMPTIONS["allreduce_latency_us"][0] if allreduce_latency_us is None else allreduce_latency_us
-    if isinstance(lat, bool) or not isinstance(lat, (int, float)) or lat != lat or lat < 0:
-        raise ValueError(f"allreduce_latency_us must be a number >= 0, got {lat!r}")
+    if isinstance(lat, (bool, np.bool_)) or not isinstance(lat, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(lat) or not 0 <= lat <= 1e6:
+        raise ValueError(f"allreduce_latency_us must be a number in [0, 1e6] us, got {lat!r}")
     cap = _positive("hbm_capacity_gb", CASE_STUDY_ASSUMPTIONS["hbm_capacity_gb"][0]
                     if hbm_capacity_gb is None else hbm_capacity_gb)
     act_bytes = float(dtype_bytes(CASE_STUDY_ASSUMPTIONS["activation_dtype"][0]))

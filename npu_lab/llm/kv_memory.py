@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
 
 from .model_configs import ModelConfig, get_model_config
@@ -32,12 +33,15 @@ def dtype_bytes(dtype: str) -> Fraction:
     return DTYPE_BYTES[key]
 
 
-def _whole(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) and not (hasattr(value, "__index__")):
+def _whole(name: str, value, minimum: int = 1, maximum: int = 10**9) -> int:
+    """``value`` as an int in [minimum, maximum] (Python or numpy integers only), or an error naming it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be a whole number >= {minimum}, got {type(value).__name__} {value!r}")
     value = int(value)
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -84,10 +88,16 @@ def kv_memory_table(model, context_len: int = 8192, batch: int = 1,
     Columns: model, dtype, bytes_per_token_per_layer, bytes_per_token, bytes_per_sequence,
     batch_bytes, batch_gb, batch_gib, weights_gb, kv_over_weights. ``model`` may also be a list of
     names (one block of rows per model)."""
-    models = [model] if isinstance(model, (str, ModelConfig)) else list(model)
+    if isinstance(model, (str, ModelConfig)):
+        models = [model]
+    elif isinstance(model, (list, tuple)):
+        models = list(model)
+    else:
+        raise TypeError(f"model must be a name such as 'Llama-3-70B', a ModelConfig or a list of them, "
+                        f"got {type(model).__name__} {model!r}")
     if not models:
         raise ValueError("model must name at least one model")
-    if isinstance(dtypes, str) or not dtypes:
+    if isinstance(dtypes, str) or not isinstance(dtypes, (list, tuple)) or not dtypes:
         raise ValueError(f"dtypes must be a non-empty list such as ['fp16', 'int8'], got {dtypes!r}")
     wdt = dtype_bytes(weights_dtype)  # validates before any row is made
     rows = []

@@ -16,6 +16,7 @@ from .lpt import (Schedule, contiguous_schedule, lpt_schedule, round_robin_sched
                   validate_work)
 
 DISTRIBUTIONS = ("uniform", "lognormal", "zipf")
+MAX_ITEMS = 10**6
 
 
 def sample_lengths(n: int, distribution: str = "lognormal", seed: int = 0, *, low: int = 128,
@@ -25,21 +26,27 @@ def sample_lengths(n: int, distribution: str = "lognormal", seed: int = 0, *, lo
     ``distribution``: ``"uniform"`` (integers in [low, high]), ``"lognormal"`` (median ``median``,
     shape ``sigma``; a long tail), or ``"zipf"`` (``low`` x a Zipf(``zipf_a``) draw: many short, a
     few very long). Long draws are clipped to ``high`` (a context limit). Same seed, same list."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a whole number >= 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_ITEMS:
+        raise ValueError(f"n must be a whole number in [1, {MAX_ITEMS}], got {n!r}")
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
-    if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)) and 1 <= low <= high):
-        raise ValueError(f"need whole numbers 1 <= low <= high, got low={low!r}, high={high!r}")
-    if not (sigma > 0 and zipf_a > 1 and median >= 1):
-        raise ValueError(f"need sigma > 0, zipf_a > 1 and median >= 1; got {sigma}, {zipf_a}, {median}")
+    for name, v in (("low", low), ("high", high), ("median", median)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 2**31 - 1:
+            raise ValueError(f"{name} must be a whole number in [1, 2**31 - 1], got {v!r}")
+    if low > high:
+        raise ValueError(f"need low <= high, got low={low}, high={high}")
+    for name, v, lo, hi in (("sigma", sigma, 0.0, 10.0), ("zipf_a", zipf_a, 1.0, 100.0)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not lo < v <= hi:
+            raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}], got {v!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     if distribution == "uniform":
         x = rng.integers(low, high + 1, size=n)
     elif distribution == "lognormal":
         x = np.rint(rng.lognormal(np.log(median), sigma, size=n))
     else:
-        x = low * rng.zipf(zipf_a, size=n)
+        x = low * np.minimum(rng.zipf(zipf_a, size=n), high // low + 1)   # no int64 overflow
     return [int(v) for v in np.clip(x, low, high)]
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_BRUTE_FORCE_ITEMS = 12
+#: More cores than any schedule here needs (a chip has dozens, an 8-card node a few hundred).
+MAX_CORES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ def _cores(cores) -> int:
         raise TypeError(f"cores must be a whole number >= 1, got {type(cores).__name__} {cores!r}")
     if cores < 1:
         raise ValueError(f"cores must be >= 1, got {cores}")
+    if cores > MAX_CORES:
+        raise ValueError(f"cores must be <= {MAX_CORES} (a chip has dozens of cores), got {cores}")
     return int(cores)
 
 
