@@ -173,5 +173,6 @@ def case_study_check(hw="ascend-910b2") -> pd.DataFrame:
                                  context_len=ctx, best_batch=batch, best_tokens_per_s=best,
                                  verdict="consistent" if ok else "wrong",
                                  reason=(f"the roofline allows up to {best:,.0f} tokens/s with a step <= {p99:g} ms "
-                                         f"(batch {batch}); the article claims {tps:,.0f}")))
+                                         f"(batch {batch}); the article claims {tps:,.0f}" if batch else
+                                         f"no batch has a step <= {p99:g} ms that fits the HBM")))
     return pd.DataFrame(rows)

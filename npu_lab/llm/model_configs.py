@@ -103,7 +103,8 @@ class ModelConfig:
 
 
 def _cfg(**kw) -> ModelConfig:
-    kw.setdefault("source", _HF.format(kw["hf_repo"]))
+    kw.setdefault("source", _HF.format(kw["hf_repo"]) + " (the values checked against copies of that file in "
+                  "public repositories, 2026-12-01)")
     return ModelConfig(**kw)
 
 
@@ -113,10 +114,10 @@ def _cfg(**kw) -> ModelConfig:
 MODEL_CONFIGS: dict[str, ModelConfig] = {c.name: c for c in [
     _cfg(name="Llama-3-8B", hf_repo="meta-llama/Meta-Llama-3-8B", num_hidden_layers=32, num_attention_heads=32,
          num_key_value_heads=8, hidden_size=4096, head_dim=128, intermediate_size=14336, vocab_size=128256,
-         published_params=8.03e9, published_params_note="Meta: 8B; the checkpoint holds 8.03 B"),
+         published_params=8.03e9, published_params_note="Meta: 8B (the hub lists 8.03 B parameters)"),
     _cfg(name="Llama-3-70B", hf_repo="meta-llama/Meta-Llama-3-70B", num_hidden_layers=80, num_attention_heads=64,
          num_key_value_heads=8, hidden_size=8192, head_dim=128, intermediate_size=28672, vocab_size=128256,
-         published_params=70.6e9, published_params_note="Meta: 70B; the checkpoint holds 70.6 B"),
+         published_params=70.6e9, published_params_note="Meta: 70B (the hub lists 70.6 B parameters)"),
     _cfg(name="Qwen2-72B", hf_repo="Qwen/Qwen2-72B", num_hidden_layers=80, num_attention_heads=64,
          num_key_value_heads=8, hidden_size=8192, head_dim=128, intermediate_size=29568, vocab_size=152064,
          attention_bias=True, published_params=72.7e9, published_params_note="Qwen: 72.7 B (model card)"),
