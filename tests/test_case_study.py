@@ -86,3 +86,16 @@ def test_committed_claims_csv_is_fresh(tmp_path):
                                   "python -m npu_lab.llm.claims")
     out = write_section3_claims(tmp_path / "c.csv")
     assert out.read_text(encoding="utf-8") == SECTION3_CLAIMS_CSV.read_text(encoding="utf-8")
+
+
+def test_claims_rows_are_computed_not_typed():
+    """The model column follows the library: a different chip's UB, a different verdict row text."""
+    b2 = section3_claims("ascend-910b2").set_index("claim_id")
+    p3 = section3_claims("ascend-310p3").set_index("claim_id")
+    assert "256 KB" in p3.loc["ub_capacity", "model"] and "192 KB" in b2.loc["ub_capacity", "model"]
+    assert b2.loc["balance_by_length", "model"] != p3.loc["balance_by_length", "model"]   # 48 vs 8 cores
+    assert by_verdicts(b2) == {"consistent", "wrong", "unverifiable", "pending"}
+
+
+def by_verdicts(df):
+    return set(df.verdict)
