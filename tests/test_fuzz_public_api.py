@@ -189,6 +189,12 @@ TARGETS.update({
         ["work", "cores", "threshold", "combine_cost"]),
     "optimal_makespan": (lambda slot, v: (lambda: sched.optimal_makespan(**{"work": [5, 3, 9], "cores": 2, slot: v})),
                          ["work", "cores"]),
+    "compare_schedules": (lambda slot, v: (lambda: sched.compare_schedules(
+        **{"work": [50, 3, 9, 7], "cores": 3, "threshold": 10, "combine_cost": 0, slot: v})),
+        ["work", "cores", "threshold", "combine_cost"]),
+    "article_kv_check": (lambda slot, v: (lambda: llm.article_kv_check(**{"model": "Llama-3-8B", "context_len": 512,
+                                                                          slot: v})), ["model", "context_len"]),
+    "section3_claims": (lambda slot, v: (lambda: llm.section3_claims(v)), ["hw"]),
     "sample_lengths": (lambda slot, v: (lambda: sched.sample_lengths(**{"n": 16, "distribution": "zipf", slot: v})),
                        ["n", "distribution", "seed", "low", "high", "sigma", "median", "zipf_a"]),
 })

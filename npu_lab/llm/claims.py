@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..data import DATA_DIR
 from ..lang.select import SCRATCH_RESERVE_BYTES
 from ..presets import get_preset
 from ..sched.compare import compare_schedules, sample_lengths
@@ -20,7 +21,7 @@ from .article_kv import ARTICLE_CONTEXT, article_kv_summary
 from .kv_memory import kv_cache_bytes
 from .model_configs import get_model_config
 
-SECTION3_CLAIMS_CSV = Path(__file__).resolve().parents[2] / "data" / "article_kv_claims.csv"
+SECTION3_CLAIMS_CSV = DATA_DIR / "article_kv_claims.csv"
 _COLUMNS = ["claim_id", "section", "claim", "article", "model", "verdict", "reason", "source"]
 PENDING = "to be measured by the decode kernel"
 

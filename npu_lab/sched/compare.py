@@ -28,7 +28,7 @@ def sample_lengths(n: int, distribution: str = "lognormal", seed: int = 0, *, lo
     few very long). Long draws are clipped to ``high`` (a context limit). Same seed, same list."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_ITEMS:
         raise ValueError(f"n must be a whole number in [1, {MAX_ITEMS}], got {n!r}")
-    if distribution not in DISTRIBUTIONS:
+    if not isinstance(distribution, str) or distribution not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
     for name, v in (("low", low), ("high", high), ("median", median)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 2**31 - 1:
