@@ -167,6 +167,41 @@ TARGETS = {
     "GlobalTensor.from_array": (lambda slot, v: (lambda: npu_lab.GlobalTensor.from_array(v)), ["array"]),
 }
 
+# host-side LLM and scheduling tools (issues 18 §3-4, 19 §2 and §4)
+from npu_lab import llm, sched  # noqa: E402
+
+TARGETS.update({
+    "kv_cache_bytes": (lambda slot, v: (lambda: llm.kv_cache_bytes(
+        **{"model": "Llama-3-8B", "context_len": 64, "batch": 2, "dtype": "fp16", slot: v})),
+        ["model", "context_len", "batch", "dtype"]),
+    "kv_memory_table": (lambda slot, v: (lambda: llm.kv_memory_table(
+        **{"model": "Llama-3-8B", "context_len": 64, "batch": 2, slot: v})),
+        ["model", "context_len", "batch", "dtypes", "weights_dtype"]),
+    "weights_bytes": (lambda slot, v: (lambda: llm.weights_bytes(**{"model": "Qwen2-72B", "dtype": "int8", slot: v})),
+                      ["model", "dtype"]),
+    "decode_step_roofline": (lambda slot, v: (lambda: llm.decode_step_roofline(
+        **{"batches": [1, 8], "context_len": 1024, slot: v})),
+        ["batches", "context_len", "model", "tp", "kv_dtype", "weights_dtype", "hw", "interconnect_gbps",
+         "allreduce_latency_us", "hbm_capacity_gb"]),
+    "lpt_schedule": (lambda slot, v: (lambda: sched.lpt_schedule(**{"work": [5, 3, 9, 1], "cores": 2, slot: v})),
+                     ["work", "cores"]),
+    "split_long_schedule": (lambda slot, v: (lambda: sched.split_long_schedule(
+        **{"work": [50, 3, 9], "cores": 2, "threshold": 10, "combine_cost": 1, slot: v})),
+        ["work", "cores", "threshold", "combine_cost"]),
+    "optimal_makespan": (lambda slot, v: (lambda: sched.optimal_makespan(**{"work": [5, 3, 9], "cores": 2, slot: v})),
+                         ["work", "cores"]),
+    "compare_schedules": (lambda slot, v: (lambda: sched.compare_schedules(
+        **{"work": [50, 3, 9, 7], "cores": 3, "threshold": 10, "combine_cost": 0, slot: v})),
+        ["work", "cores", "threshold", "combine_cost"]),
+    "article_kv_check": (lambda slot, v: (lambda: llm.article_kv_check(**{"model": "Llama-3-8B", "context_len": 512,
+                                                                          slot: v})), ["model", "context_len"]),
+    "section3_claims": (lambda slot, v: (lambda: llm.section3_claims(v)), ["hw"]),
+    "sample_lengths": (lambda slot, v: (lambda: sched.sample_lengths(**{"n": 16, "distribution": "zipf", slot: v})),
+                       ["n", "distribution", "seed", "low", "high", "sigma", "median", "zipf_a"]),
+})
+ALIASES_LLM = {"batches": ["batch"], "dtypes": ["dtype"], "kv_dtype": ["dtype"], "weights_dtype": ["dtype"],
+               "model": ["model"], "work": ["work"], "distribution": ["distribution"]}
+
 
 @npu_lab.npu_kernel
 def _empty_kernel(ctx):
@@ -176,6 +211,7 @@ ALIASES = {"hw": ["hw", "preset", "chip", "HardwareSpec"], "dtype": ["dtype"], "
            "candidates": ["tile_s", "tileS", "candidates"], "tiling": ["tiling", "MoeGatingTiling"],
            "chip": ["chip", "preset"], "name": ["name", "preset"], "names": ["name", "preset"],
            "array": ["array", "dtype"], "shape": ["shape", "size"], "tile_points": ["tile_points", "points"], "provenance": ["provenance"]}
+ALIASES.update(ALIASES_LLM)
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))

@@ -10,7 +10,7 @@ import npu_lab
 from npu_lab.data import load_previous_model_claims, load_previous_model_fit
 
 LIBRARY = Path(npu_lab.__file__).resolve().parent
-PROPER = ("hardware.py", "presets.py", "capabilities.py", "data.py", "sim", "lang", "kernels")
+PROPER = ("hardware.py", "presets.py", "capabilities.py", "data.py", "sim", "lang", "kernels", "llm", "sched")
 
 
 def _imports(path: Path):
@@ -44,3 +44,12 @@ def test_previous_model_records_load():
     fit = load_previous_model_fit()
     assert set(fit["fitted"]) == {"launch_overhead_us", "block_dispatch_us", "scalar_ub_access_cycles"}
     assert 0 < fit["mape_pct"] < 5
+
+
+def test_scheduling_is_host_side():
+    """npu_lab.sched needs no simulator: it imports neither sim, lang nor kernels (issue 19 §2)."""
+    files = list((LIBRARY / "sched").rglob("*.py"))
+    assert files
+    offenders = [(f.name, m) for f in files for m in _imports(f)
+                 if any(part in m.split(".") for part in ("sim", "lang", "kernels"))]
+    assert not offenders, offenders
