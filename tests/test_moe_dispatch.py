@@ -138,6 +138,11 @@ def test_exactly_full_drops_nothing():
     assert d3.tokens_dropped == 1 and d3.dropped[3, 0]
 
 
+def test_a_large_factor_is_clamped_to_the_slots():
+    d = moe_dispatch(IDX, W, num_experts=4, capacity_factor=100.0)
+    assert d.capacity == 8 and d.tokens_dropped == 0
+
+
 def test_every_token_to_one_expert():
     idx = np.full((5, 1), 2, np.int32)
     w = np.ones((5, 1), F32)
@@ -254,6 +259,8 @@ def test_position_policy_drops_the_latest_slots():
     ((IDX + 2, W), dict(num_experts=4), ValueError, r"expert_indices\[3, 1\] = 5 is not an expert"),
     ((IDX - 1, W), dict(num_experts=4), ValueError, r"expert_indices\[0, 1\] = -1 is not an expert"),
     ((IDX, W), dict(num_experts=0), ValueError, r"num_experts must be >= 1"),
+    ((IDX, W), dict(num_experts=2**20), ValueError, r"num_experts = 1048576 is more than the 65536"),
+    ((IDX, W), dict(num_experts=4, capacity=9), ValueError, r"capacity = 9 is more than the N \* K = 8 slots"),
     ((IDX, W), dict(num_experts=4, drop_policy="random"), ValueError, r"drop_policy must be one of"),
     ((IDX, W), dict(num_experts=4, ranking=IDX), ValueError, r"ranking and ranking_weights go together"),
     ((IDX, W), dict(num_experts=4, ranking=IDX, ranking_weights=W), ValueError, r"give capacity or capacity_factor"),
@@ -281,3 +288,26 @@ def test_combine_checks_its_layout():
         moe_combine(np.zeros((4, 2, 3), F32), "plan")
     with pytest.raises(ValueError, match=r"x must have shape \[N, H\] with N = 4"):
         d.gather(np.zeros((3, 2), F32))
+
+
+# ----------------------------------------------------------------------------------------------
+# Fuzz: any argument value works or raises the library's own error naming it
+# ----------------------------------------------------------------------------------------------
+
+from tests.test_fuzz_public_api import MALFORMED, _check_outcome  # noqa: E402
+
+ARG_VALUES = st.one_of(MALFORMED, st.just(IDX), st.just(W), st.just(IDX.astype(np.int64) + 9),
+                       st.just(np.full((4, 2), np.nan, F32)), st.sampled_from(["position", "weight", "x"]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(name=st.sampled_from(["expert_indices", "weights", "num_experts", "capacity", "capacity_factor",
+                             "drop_policy", "ranking", "ranking_weights"]), value=ARG_VALUES)
+def test_any_dispatch_argument_works_or_names_it(name, value):
+    kw = dict(expert_indices=IDX, weights=W, num_experts=4, capacity=2)
+    if name == "capacity_factor":
+        kw.pop("capacity")
+    if name in ("ranking", "ranking_weights"):
+        kw.update(ranking=IDX, ranking_weights=W)
+    kw[name] = value
+    _check_outcome(lambda: moe_dispatch(**kw), [name, "capacity", "ranking"], f"{name}={value!r}")

@@ -390,3 +390,22 @@ def test_docs_map_every_option_to_its_cann_attribute():
     for attr in ("normType", "groupSelectMode", "kGroup", "groupCount", "renorm", "routedScalingFactor",
                  "eps", "outFlag", "finished", "rowIdxOut"):
         assert attr in text, attr
+
+
+# ----------------------------------------------------------------------------------------------
+# Fuzz: any value of any option works or raises the library's own error naming the option
+# ----------------------------------------------------------------------------------------------
+
+from tests.test_fuzz_public_api import MALFORMED, _check_outcome  # noqa: E402
+
+OPTION_VALUES = st.one_of(MALFORMED, st.sampled_from(["softmax", "sigmoid", "max", "top2_sum", "x"]),
+                          st.just(np.zeros(8, F32)), st.just(np.zeros(3, bool)), st.just(np.ones(8, np.float64)),
+                          st.just(np.array([np.inf] * 8, F32)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(name=st.sampled_from(sorted(GATING_OPTION_DEFAULTS)), value=OPTION_VALUES, k=st.integers(1, 8))
+def test_any_option_value_works_or_names_the_option(name, value, k):
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(F32)
+    names = [name, "k", "topk_groups", "num_groups"]
+    _check_outcome(lambda: moe_gating_topk_reference(x, k, **{name: value}), names, f"{name}={value!r}")

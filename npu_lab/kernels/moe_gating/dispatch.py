@@ -36,7 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DROP_POLICIES", "MoeDispatch", "moe_combine", "moe_dispatch"]
+__all__ = ["DROP_POLICIES", "MAX_EXPERTS", "MoeDispatch", "moe_combine", "moe_dispatch"]
+
+#: The model's bound on E (the per-expert outputs are E long; CANN's gating stops at 2048 experts).
+MAX_EXPERTS = 65536
 
 #: ``drop_policy`` values: which slots an over-full expert keeps.
 #: "position" -- the first ``capacity`` in position order n * K + k (CANN MoeInitRoutingV2);
@@ -182,7 +185,12 @@ def _capacity(capacity, capacity_factor, n_slots: int, num_experts: int) -> int 
         raise ValueError("give capacity or capacity_factor, not both (capacity = ceil(capacity_factor * "
                          "N * K / E) when only the factor is given)")
     if capacity is not None:
-        return _int_arg("capacity", capacity, 0)
+        capacity = _int_arg("capacity", capacity, 0)
+        if capacity > n_slots:
+            raise ValueError(f"capacity = {capacity} is more than the N * K = {n_slots} slots there are: no "
+                             f"expert can receive more (CANN asks numRows > expertCapacity); use at most "
+                             f"{n_slots}, or no capacity for dropless dispatch")
+        return capacity
     if capacity_factor is None:
         return None
     if isinstance(capacity_factor, (bool, np.bool_)) or not isinstance(capacity_factor, numbers.Real):
@@ -191,7 +199,7 @@ def _capacity(capacity, capacity_factor, n_slots: int, num_experts: int) -> int 
     if not math.isfinite(factor) or factor <= 0:
         raise ValueError(f"capacity_factor must be a finite number > 0 (1.0: room for an even share "
                          f"N * K / E per expert); got {capacity_factor}")
-    return math.ceil(factor * n_slots / num_experts)
+    return min(n_slots, math.ceil(factor * n_slots / num_experts))   # more could never fill
 
 
 def moe_dispatch(expert_indices, weights, *, num_experts: int, capacity: int | None = None,
@@ -209,7 +217,8 @@ def moe_dispatch(expert_indices, weights, *, num_experts: int, capacity: int | N
         E (CANN ``expertNum``).
     capacity, capacity_factor : int >= 0 / float > 0, at most one of them
         Slots per expert (CANN ``expertCapacity``, drop/pad mode); from the factor it is
-        ``ceil(capacity_factor * N * K / E)``. Neither: dropless.
+        ``ceil(capacity_factor * N * K / E)``, at most N * K. Neither: dropless. Capacity 0 (every
+        slot dropped) is allowed here; CANN's drop/pad mode asks expertCapacity >= 1.
     drop_policy : {"position", "weight"}
         Which slots an over-full expert keeps (:data:`DROP_POLICIES`).
     ranking, ranking_weights : int / float arrays [N, R], or None
@@ -226,6 +235,9 @@ def moe_dispatch(expert_indices, weights, *, num_experts: int, capacity: int | N
         builds ``expanded_x`` and :func:`moe_combine` inverts the layout.
     """
     E = _int_arg("num_experts", num_experts, 1)
+    if E > MAX_EXPERTS:
+        raise ValueError(f"num_experts = {E} is more than the {MAX_EXPERTS} experts this model dispatches "
+                         "(CANN's gating operators stop at 2048)")
     idx = _check_index_array("expert_indices", expert_indices, E)
     n_tokens, top_k = idx.shape
     w = _check_weight_array("weights", weights, idx.shape)
