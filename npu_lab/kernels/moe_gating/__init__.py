@@ -2,7 +2,9 @@
 
 In teaching order:
 
-* :mod:`.reference` -- the independent numpy reference every kernel version is checked against;
+* :mod:`.reference` -- the independent numpy reference every kernel version is checked against, with the
+  production routers' options (sigmoid, bias, grouped top-k, renorm, scaling, finished rows);
+* :mod:`.dispatch` -- host-side token dispatch with capacity (MoeInitRouting's outputs) and the combine;
 * :mod:`.tiling` -- the host-side tiling struct and the tileS rule;
 * :mod:`.ub_budget` -- the Unified Buffer layout of every kernel version (what kernels allocate);
 * :mod:`.discrete` -- the framework chain Softmax → TopK → Renormalise (three launches);
@@ -15,7 +17,9 @@ In teaching order:
 * :mod:`.article` -- fitting the model to the article's table and checking its claims.
 """
 
-from .reference import NONFINITE_MODES, moe_gating_topk_reference, softmax_topk_renormalise_reference
+from .reference import (GATING_OPTION_DEFAULTS, GROUP_SELECT_MODES, NONFINITE_MODES, SCORE_FUNCTIONS, GatingOutputs,
+                        moe_gating_topk_reference, softmax_topk_renormalise_reference)
+from .dispatch import DROP_POLICIES, MoeDispatch, moe_combine, moe_dispatch
 from .tiling import (
     MOE_UB_VERSIONS,
     MoeGatingTiling,
@@ -43,5 +47,6 @@ __all__ = [
     "ub_used_bytes", "ARTICLE_TILE_S", "TuneResult", "autotune", "bucket_table", "lookup_tile_s",
     "sweep", "fast_exp_max_rel_error", "fast_exp_numpy", "FitResult", "exp_speedup",
     "fit_article_preset", "fit_hardware", "reproduce_article_claims", "MoeGatingV4Tiling",
-    "calculate_moe_gating_v4_tiling", "moe_gating_v4_ub_bytes",
+    "calculate_moe_gating_v4_tiling", "moe_gating_v4_ub_bytes", "GATING_OPTION_DEFAULTS", "GROUP_SELECT_MODES",
+    "SCORE_FUNCTIONS", "GatingOutputs", "DROP_POLICIES", "MoeDispatch", "moe_combine", "moe_dispatch",
 ]

@@ -20,7 +20,7 @@ from ...presets import get_preset
 from ...sim.timeline import Timeline
 from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel, moe_gating_v2c_kernel
-from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
+from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array, refuse_kernel_options
 from .sorted_topk import (MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_kernel,
                           moe_gating_v4_ub_bytes, v4_block_dim)
 from .buckets import nearest_bucket_tile_s
@@ -200,11 +200,17 @@ def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_onl
 
 
 def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b2",
-                    tile_s: int | None = None) -> MoeGatingResult:
+                    tile_s: int | None = None, **options) -> MoeGatingResult:
     """Run MoeGatingTopK ``version`` on the simulated chip.
 
     ``gate_logits``: [B, S, E] or [N, E], float32 or float16, finite. Returns indices int32 and
-    weights float32 shaped [..., K] like the reference, plus the timeline."""
+    weights float32 shaped [..., K] like the reference, plus the timeline.
+
+    ``options``: the routing options of :func:`moe_gating_topk_reference` (score, bias, groups,
+    renorm, scaling, eps, finished, extras). Every version computes the defaults only: any other
+    value raises ``NotImplementedError`` naming it (the fused kernel for the full semantics is
+    pending), so no option is ever silently ignored."""
+    refuse_kernel_options(options)
     version = _check_version(version)
     hw = _hw(hw)
     x = as_logits_array(gate_logits)
