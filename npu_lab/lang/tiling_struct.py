@@ -12,6 +12,7 @@ from dataclasses import astuple, fields
 
 
 INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 class Int32Struct:
@@ -27,10 +28,17 @@ class Int32Struct:
         return struct.calcsize(cls.struct_format())
 
     def pack(self) -> bytes:
-        """The bytes the host copies to the device: little-endian int32, field order. A value
-        outside int32 is refused by name (the host's ``uint32_t``/``int32_t`` field would wrap)."""
+        """The bytes the host copies to the device: little-endian int32 (float32 for a ``float``
+        field), field order. A value outside its field's type is refused by name (the host's
+        ``int32_t`` field would wrap; a float32 one would overflow to inf)."""
         values = astuple(self)
         for f, v in zip(fields(self), values):
+            if f.type in (float, "float"):
+                # a float32 member: any finite real that float32 holds (the struct module refuses the rest)
+                if isinstance(v, bool) or not isinstance(v, numbers.Real) or not abs(float(v)) <= FLOAT32_MAX:
+                    raise ValueError(f"{type(self).__name__}.{f.name} = {v!r} does not fit the float32 field of "
+                                     f"the device struct (a finite number of magnitude <= {FLOAT32_MAX:.4g})")
+                continue
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not INT32_MIN <= v <= INT32_MAX:
                 raise ValueError(f"{type(self).__name__}.{f.name} = {v!r} does not fit the int32 field of the "
                                  f"device struct ({INT32_MIN:,} .. {INT32_MAX:,}); use a smaller shape "
