@@ -351,3 +351,27 @@ def test_kernel_detector_finds_a_shown_solution():
         len(solution_lines("01.scaled_add_double_buffer"))
     cells = [{"cell_type": "code", "source": ['show_kernel("v2")']}]
     assert shown_solution_lines("05.sync", cells, 1)
+
+
+def _region_lines(cell: str) -> set[str]:
+    """The normalised lines inside a cell's ### BEGIN/END SOLUTION regions."""
+    from npu_lab.course.kernel_check import _BEGIN, _END
+    out, inside = set(), False
+    for line in cell.splitlines():
+        if _BEGIN.match(line):
+            inside = True
+        elif _END.match(line):
+            inside = False
+        elif inside and line.strip() and not line.strip().startswith("#"):
+            out.add(_norm(line))
+    return out
+
+
+def test_05_sync_skeleton_does_not_place_the_prefetch():
+    """05.sync comes first: its skeleton must not contain 05.prefetch's answer (the load of tile
+    j + 1 in the loop, the per-point copies), only a call to the given helpers."""
+    from npu_lab.course.kernel_check import kernel_skeleton, kernel_solution_cell
+    prefetch = _region_lines(kernel_solution_cell("05.prefetch")) - {_norm("else:")}
+    sync_skeleton = {_norm(x) for x in kernel_skeleton("05.sync").splitlines()}
+    leaked = sorted(prefetch & sync_skeleton)
+    assert not leaked, f"05.sync's skeleton shows 05.prefetch's answer: {leaked}"
