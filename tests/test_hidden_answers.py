@@ -330,7 +330,7 @@ def test_no_kernel_solution_is_shown_above_its_skeleton(exercise_id):
     """At most half of the solution's distinctive lines may occur above the skeleton (a line the
     lesson shares with the answer, a placement the prose describes), and never two or more when
     they are the majority."""
-    path = next((REPO / "instructor").glob(f"{exercise_id[:2]}_*.ipynb"))
+    path = next((REPO / "instructor").glob(f"{exercise_id.split('.')[0]}_*.ipynb"))
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     at = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"
                and "".join(c["source"]).startswith(f"# Exercise {exercise_id}:")), None)

@@ -262,6 +262,7 @@ def two_level_argmax(ctx, row_values, row_argmax, bcast, src, rows: int, Ep: int
     lane_max, lane_chunk, lane_iota, pairs = work["lane_max"], work["lane_chunk"], work["lane_iota"], work["pairs"]
     rows8 = ceil_div(rows, 8)
     wide = Ep // 8                                   # a row's repeat stride, in blocks
+    ### BEGIN SOLUTION [08b.wide_argmax]
     ctx.duplicate(lane_chunk, 0.0, rows * 64)
     for c in range(1, m):
         prev = src if c == 1 else lane_max
@@ -289,6 +290,7 @@ def two_level_argmax(ctx, row_values, row_argmax, bcast, src, rows: int, Ep: int
     bits = row_argmax.reinterpret_cast(np.uint32)
     ctx.gather_mask(bits, pairs.reinterpret_cast(np.uint32), 1, False, 0, params)   # 2**23 + index, as bits
     ctx.adds(row_argmax, row_argmax, -TWO_POW_23_BITS, rows)
+    ### END SOLUTION [08b.wide_argmax]
 
 
 def split_pairs(ctx, values, indices_u32, pairs, rows: int) -> None:
@@ -320,7 +322,30 @@ def gather_pattern(K: int, Kp: int) -> tuple[int, int]:
 
 
 # ---- the kernel -------------------------------------------------------------------------------
-def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
+def knock_out_winner(ctx, work, src, row_argmax, argmax_bcast, iota, mask, neg_inf, rows: int, Ep: int) -> None:
+    """work = src with each row's winner (column ``row_argmax[i]``, int32) set to −inf, for the
+    next round. ``argmax_bcast`` holds Brcb(row_argmax) at chunk 0 (block i of every m-block
+    group: row i); ``iota`` is lanes 0..63 (int32); ``mask`` rows·Ep bits. Destroys row_argmax.
+    Per chunk c ≥ 1 an int32 ``Adds`` −64 and a ``Brcb`` (chunk c holds argmax − 64·c), one int32
+    ``Compare`` EQ over rows·m repeats (the 910B's only int32 mode), one ``Select``."""
+    m, rows8 = Ep // 64, ceil_div(rows, 8)
+    ### BEGIN SOLUTION [08b.knock_out]
+    key, key_bcast = row_argmax, argmax_bcast               # int32 Compare EQ (the 910B's mode)
+    for c in range(1, m):                                   # chunk c holds argmax − 64·c
+        ctx.adds(key, key, -64, rows)
+        ctx.brcb(key_bcast[c * 8], key, rows8, BrcbRepeatParams(m, 8 * m))
+    for r0, n in repeat_chunks(rows * m):                   # bit j of row i: j == argmax
+        ctx.compare(mask[r0 * 8], iota, key_bcast[r0 * 8], "EQ", 64, n,
+                    BinaryRepeatParams(1, 1, 0, 8, 0, 1))
+    ctx.select(work, mask, neg_inf, src, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * Ep)
+    ### END SOLUTION [08b.knock_out]
+
+
+def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool, argmax=None, knock_out=None):
+    """The v3 kernel body. ``argmax`` / ``knock_out`` replace :func:`two_level_argmax` /
+    :func:`knock_out_winner` (the stretch exercises of 08b plug a learner's version in)."""
+    argmax = two_level_argmax if argmax is None else argmax
+    knock_out = knock_out_winner if knock_out is None else knock_out
     t = MoeGatingTiling.unpack(tiling_bytes)                    # GET_TILING_DATA
     E, K, T = t.E, t.K, t.tileBS
     lay = v3_layout(T, E, K)
@@ -394,7 +419,7 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
             # column k of [rows, Kp]: values via Brcb + masked Copy, indices from the argmax Brcb
             bcast = max_bcast if k == 0 else column_bcast
             if two_level:
-                two_level_argmax(ctx, row_values, row_argmax, bcast, src, rows, Ep, argmax_work, mask)
+                argmax(ctx, row_values, row_argmax, bcast, src, rows, Ep, argmax_work, mask)
             else:
                 row_pairs_max(ctx, pairs, src, rows, E, Ep, reduce_tmp)
                 split_pairs(ctx, row_values, row_argmax.reinterpret_cast(np.uint32), pairs, rows)
@@ -411,14 +436,7 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
                              lane_bits(k % 8), 1, CopyRepeatParams(Kp // 8, m, Kp, 0))
             if k + 1 == K:
                 break
-            key, key_bcast = row_argmax, argmax_bcast               # int32 Compare EQ (the 910B's mode)
-            for c in range(1, m):                               # chunk c holds argmax − 64·c
-                ctx.adds(key, key, -64, rows)
-                ctx.brcb(key_bcast[c * 8], key, rows8, BrcbRepeatParams(m, 8 * m))
-            for r0, n in repeat_chunks(rows * m):               # bit j of row i: j == argmax
-                ctx.compare(mask[r0 * 8], iota, key_bcast[r0 * 8], "EQ", 64, n,
-                            BinaryRepeatParams(1, 1, 0, 8, 0, 1))
-            ctx.select(work, mask, neg_inf, src, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * Ep)
+            knock_out(ctx, work, src, row_argmax, argmax_bcast, iota, mask, neg_inf, rows, Ep)
             src = work
         # softmax over the K winners: column 0 is the row max
         row_broadcast_op(ctx, ctx.sub, values_pad, values_pad, max_bcast, rows, Kp)
