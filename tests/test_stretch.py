@@ -94,3 +94,31 @@ def test_register_refuses_a_bad_appendix_id():
     with pytest.raises(ValueError, match="08b"):
         register_exercise(KernelExercise(id="08c.x", notebook="ex08c", title="", teaches="", solution=len,
                                          cell_name="f", imports="", place_after=""))
+
+
+def test_fused_310p_solution_beats_the_discrete_chain_and_v2c_there():
+    from npu_lab.kernels.moe_gating.vectorized import write_column_310p
+    r = check_kernel(write_column_310p, "08b.fused_310p")
+    t = (1, 1024, 256, 8)
+    discrete = simulate_moe_gating(*t, version="discrete", hw="ascend-310p3").latency_us
+    v2c = simulate_moe_gating(*t, version="v2c", hw="ascend-310p3").latency_us
+    assert r.correct is True and r.target_us == pytest.approx(min(discrete, v2c))
+    assert r.latency_us < discrete < v2c
+    board = leaderboard(write_column_310p, "08b.fused_310p")
+    assert board.rank_of("your kernel") == 1 and {n for n, _ in board.skipped} >= {"course v3", "course v4"}
+
+
+def test_v3s_masked_copy_is_refused_on_the_310p_naming_the_alternative():
+    from npu_lab.kernels.moe_gating.vectorized import write_column
+    r = check_kernel(write_column, "08b.fused_310p")
+    assert r.correct is False and type(r.error).__name__ == "CapabilityError"
+    assert "Copy does not exist" in r and "Muls by 1.0" in r
+
+
+def test_fused_310p_column_in_the_wrong_lane_is_named():
+    eid = "08b.fused_310p"
+    cell = kernel_solution_cell(eid).replace("ctx.adds(indices_pad[(k // 8) * 8], argmax_bcast, 0, lane_bits(k % 8)",
+                                             "ctx.adds(indices_pad[(k // 8) * 8], argmax_bcast, 0, lane_bits((k + 1) % 8)")
+    r = check_kernel(load_cell(cell, "<310p lane>")["my_write_column_310p"], eid)
+    assert r.correct is False and "indices_pad" in r and "column" in r
+

@@ -10,6 +10,14 @@ and ranked by :func:`~npu_lab.course.leaderboard.leaderboard` against the course
   honest: the course's own v3 knock-out lands about 6 % above v4 at this shape (v4 sorts a row
   once, Sort32 + MrgSort, instead of K rounds), so the target is v4 + 10 %; beating v4 is the open
   part, and the leaderboard shows it.
+* ``08b.fused_310p`` — the fused softmax + top-k on the 310P3, where v1/v2/v4 (no DataCopyPad) and
+  v3 (no level-0 ``Copy``, no int32 ``Compare``) are refused: v3 with its winner columns written by
+  a bit-masked level-0 ``Muls``/``Adds`` (the learner's part,
+  :func:`~npu_lab.kernels.moe_gating.vectorized.write_column_310p`) and a float knock-out
+  (:func:`~npu_lab.kernels.moe_gating.vectorized.knock_out_winner_310p`, given). Target: under the
+  fastest course version the 310P runs (the discrete chain; v2c is far slower). K = 8 and
+  E ∈ {128, 256, 512}: a tile's results are whole 32-byte blocks (no DataCopyPad for a tail) and
+  the float knock-out halves 8 copies a row down to m = E/64 chunks with GatherMask pattern 1.
 
 Both run inside the library's v3 (``vectorized._v3(argmax=..., knock_out=...)``) with v3's host
 tiling. After the learner's function returns, a full run compares what it wrote with numpy on
@@ -22,12 +30,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.moe_gating.fused import looping_block_classes
-from ..kernels.moe_gating.vectorized import _v3, knock_out_winner, two_level_argmax
+from ..kernels.moe_gating.vectorized import (_v3, knock_out_winner, knock_out_winner_310p, two_level_argmax,
+                                             write_column_310p)
 from ..lang import npu_kernel
 from .kernel_check import (KernelExercise, moe_locator, moe_logits, moe_target, register_exercise,
                            sentinel_array)
 
-__all__ = ["UnfinishedPartError", "WIDE_TIMED", "RACE_TIMED", "stretch_logits"]
+__all__ = ["UnfinishedPartError", "WIDE_TIMED", "RACE_TIMED", "FUSED_310P_TIMED", "stretch_logits"]
 
 
 class UnfinishedPartError(RuntimeError):
@@ -122,20 +131,69 @@ def _checked_knock_out(fn):
     return knock_out
 
 
+def _checked_write_column(fn):
+    def write(ctx, values_pad, indices_pad, bcast, row_argmax, argmax_bcast, k, rows, Kp, m):
+        if values_pad.data is None:
+            return fn(ctx, values_pad, indices_pad, bcast, row_argmax, argmax_bcast, k, rows, Kp, m)
+        v_before = values_pad.data[:rows * Kp].reshape(rows, Kp).copy()
+        i_before = indices_pad.data[:rows * Kp].reshape(rows, Kp).copy()
+        want_v = bcast.data[:rows * 8:8].copy()            # Brcb: block i holds row i's max
+        want_i = row_argmax.data[:rows].copy()
+        fn(ctx, values_pad, indices_pad, bcast, row_argmax, argmax_bcast, k, rows, Kp, m)
+        v = values_pad.data[:rows * Kp].reshape(rows, Kp)
+        i = indices_pad.data[:rows * Kp].reshape(rows, Kp)
+        for name, got, want, before in (("values", v, want_v, v_before), ("indices", i, want_i, i_before)):
+            if np.array_equal(got, before) and not np.array_equal(got[:, k], want):
+                raise UnfinishedPartError(f"round {k}: your function left {name}_pad unchanged; write column {k} "
+                                          "of every row (fill in the part marked YOUR CODE HERE)")
+            bad = np.flatnonzero(got[:, k] != want)
+            if bad.size:
+                r = int(bad[0])
+                raise UnfinishedPartError(f"round {k}: row {r} of {name}_pad holds {got[r, k]} in column {k}, "
+                                          f"expected {want[r]} ({bad.size} of {rows} rows wrong)")
+            others = np.ones(Kp, bool)
+            others[k] = False
+            if not np.array_equal(got[:, others], before[:, others]):
+                r, c = (int(x[0]) for x in np.nonzero(got[:, others] != before[:, others]))
+                raise UnfinishedPartError(f"round {k}: your function also changed {name}_pad outside column {k} "
+                                          f"(row {r}): the bit mask must select lane {k % 8} of each block only")
+    return write
+
+
+def _plan(case, hw, on_310p: bool):
+    from ..kernels.moe_gating import plan_moe_gating
+    from ..kernels.moe_gating.run import default_tile_s
+    from ..kernels.moe_gating.tiling import calculate_moe_gating_tiling
+    from ..presets import get_preset
+
+    B, S, E, K = case["B"], case["S"], case["E"], case["K"]
+    if not on_310p:
+        return plan_moe_gating(B, S, E, K, version="v3", hw=hw, tile_s=case.get("tile_s"), dtype=case["dtype"])
+    # the course's v3 is refused on the 310P (plan_moe_gating says why); this kernel is v3's layout
+    # without the instructions the 310P lacks, so it takes v3's host tiling directly
+    spec = get_preset(hw)
+    tile_s = case.get("tile_s") or default_tile_s(B, S, E, K, "v3", hw)
+    tiling = calculate_moe_gating_tiling(B, S, E, K, spec, version="v3", tile_s=tile_s)
+    return tiling, min(spec.vector_cores, tiling.totalTiles)
+
+
 def _v3_launcher(part: str):
     def run(fn, case, hw, timing_only):
-        from ..kernels.moe_gating import plan_moe_gating
         from ..lang import GlobalTensor, launch
 
-        plug = {"argmax": _checked_argmax(fn)} if part == "argmax" else {"knock_out": _checked_knock_out(fn)}
+        if part == "argmax":
+            plug = {"argmax": _checked_argmax(fn)}
+        elif part == "knock_out":
+            plug = {"knock_out": _checked_knock_out(fn)}
+        else:                                            # the 310P kernel: the learner's column write
+            plug = {"write_column": _checked_write_column(fn), "knock_out": knock_out_winner_310p, "no_copy": True}
 
         @npu_kernel(block_classes=looping_block_classes)
         def kernel(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
             _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast=False, **plug)
 
         B, S, E, K = case["B"], case["S"], case["E"], case["K"]
-        tiling, block_dim = plan_moe_gating(B, S, E, K, version="v3", hw=hw, tile_s=case.get("tile_s"),
-                                            dtype=case["dtype"])
+        tiling, block_dim = _plan(case, hw, part == "column_310p")
         if timing_only:
             gate = GlobalTensor.empty(B * S * E, case["dtype"], "gate_logits", timing_only=True)
             idx = GlobalTensor.empty(B * S * K, np.int32, "expert_indices", timing_only=True)
@@ -183,3 +241,50 @@ register_exercise(KernelExercise(
     locate=moe_locator("v2"), target=_race_target, target_case=RACE_TIMED, speed=True,
     slow_hint="a per-row instruction (r a round, K rounds) is what loses the race: build one mask for all rows",
     leaderboard_versions=("discrete", "v2c", "v3", "v3_fast_exp", "v4")))
+
+
+CHIP_310P = "ascend-310p3"
+#: 08b.fused_310p is timed at the race shape, on the 310P3
+FUSED_310P_TIMED = dict(RACE_TIMED)
+
+
+def fused_310p_cases(rng) -> list[dict]:
+    """K = 8 (whole 32-byte result rows), E = 128, 256, 512; a tail, float16, tied logits."""
+    fixed = [(1, 37, 128, 8, "float32", False), (2, 11, 256, 8, "float32", False),
+             (1, 50, 256, 8, "float16", False), (1, 9, 512, 8, "float32", False),
+             (1, 40, 256, 8, "float32", True)]
+    for _ in range(2):
+        fixed.append((1, int(rng.integers(1, 60)), int(rng.choice([128, 256, 512])), 8, "float32", False))
+    return [{"B": B, "S": S, "E": E, "K": K, "dtype": dt, "ties": ties,
+             "label": f"B={B}, S={S}, E={E}, K={K}, {dt}" + (", tied logits" if ties else "")}
+            for B, S, E, K, dt, ties in fixed]
+
+
+def _fused_310p_target(hw):
+    from ..kernels.moe_gating import simulate_moe_gating
+    from ..kernels.moe_gating.run import unsupported_reason
+
+    t = FUSED_310P_TIMED
+    runs = {v: simulate_moe_gating(t["B"], t["S"], t["E"], t["K"], version=v, hw=hw).latency_us
+            for v in ("discrete", "v2c") if unsupported_reason(v, hw) is None}
+    best = min(runs, key=runs.get)
+    return runs[best], ("the fastest course version this chip runs: " +
+                        ", ".join(f"{v} {us:.1f} µs" for v, us in sorted(runs.items(), key=lambda kv: kv[1])))
+
+
+register_exercise(KernelExercise(
+    id="08b.fused_310p", notebook="ex08b", title="A fused softmax + top-k on the 310P3",
+    teaches="porting a kernel to a chip without an instruction: v3's winner columns written by a bit-masked "
+            "level-0 Muls / Adds (the 310P has no level-0 Copy), Brcb at block stride 1 (a strided Brcb is a scalar "
+            "fallback there), beating the discrete chain and v2c on the 310P",
+    solution=write_column_310p, cell_name="my_write_column_310p",
+    imports=_IMPORTS.replace("BinaryRepeatParams, BrcbRepeatParams, GatherMaskParams",
+                             "BinaryRepeatParams, BrcbRepeatParams, GatherMaskParams, UnaryRepeatParams")
+            + "\nfrom npu_lab.kernels.moe_gating.vectorized import lane_bits",
+    place_after="## 3 · On the 310P3",
+    cases=fused_310p_cases, launch=_v3_launcher("column_310p"), reference=stretch_reference,
+    locate=moe_locator("v2"), target=_fused_310p_target, target_case=FUSED_310P_TIMED, speed=True,
+    hw=CHIP_310P,
+    slow_hint="look at the timeline: which pipe bounds it? one masked instruction per column for all rows, "
+              "not one per row",
+    leaderboard_versions=("discrete", "v1", "v2", "v2c", "v3", "v4")))

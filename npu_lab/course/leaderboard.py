@@ -77,7 +77,7 @@ def leaderboard(fn, exercise_id: str, *, hw=None, name: str = "your kernel") -> 
     for i, r in enumerate(rows):
         lines.append(f"  {i + 1:>2}. {r.name:<20}{r.latency_us:9.1f}  {100 * (r.latency_us / best - 1):+7.1f}%  {r.bound}")
     for who, why in skipped:
-        lines.append(f"      {who:<20} cannot run: {why}")
+        lines.append(f"      {who:<20} cannot run: {why.split(' (')[0]}")      # the full reason: .skipped
     out = Leaderboard("\n".join(lines))
     out.rows, out.skipped = tuple(rows), tuple(skipped)
     return out
