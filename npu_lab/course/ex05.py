@@ -275,6 +275,18 @@ def load_tile_rows(ctx, j, scores, gate_gm, first_row, points, E, Es):
                               DataCopyPadExtParams(False, 0, 0, 0))
 
 
+def prefetched_tiles(ctx, n, copy_in, key):
+    """The tile loop of 05.sync's cell with v2's loads already placed: yields j = 0 .. n-1 (through
+    ``ctx.tile_loop(n, key=key)``), having called ``copy_in`` for every tile that must be in flight
+    by then. Exercise 05.prefetch asks where those calls go, so 05.sync's skeleton does not show
+    them: that cell is about the flags alone."""
+    copy_in(0)
+    for j in ctx.tile_loop(n, key=key):
+        if j + 1 < n:
+            copy_in(j + 1)
+        yield j
+
+
 @npu_kernel
 def moe_v2_sync_solution(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
     """MoeGatingTopK v2 (05.sync's cell): each block loops over its tiles; tile j+1 is loaded into
@@ -305,11 +317,8 @@ def moe_v2_sync_solution(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes):
         ### END SOLUTION
         scores_q.enque(scores)
 
-    copy_in(0)
-    for j in ctx.tile_loop(n, key=iteration_key(t, my_tiles)):
+    for j in prefetched_tiles(ctx, n, copy_in, iteration_key(t, my_tiles)):   # loads are given
         first_row, points = rows_of(j)
-        if j + 1 < n:
-            copy_in(j + 1)                                 # the prefetch (exercise 05.prefetch)
         scores = scores_q.deque(gate_gm.dtype)
         # YOUR CODE: the scalar unit must wait for this slot's load, and (from j = 2 on)
         # for the stores of tile j-2 that used this output slot (MTE3_S).
@@ -357,7 +366,7 @@ register_exercise(KernelExercise(
     teaches="a TQue syncs MTE2->V and V->MTE3 only: when the scalar unit reads loaded data it needs "
             "SetFlag/WaitFlag<MTE2_S>, and a reused output slot MTE3_S; a missing one is a RaceError",
     solution=moe_v2_sync_solution, cell_name="my_moe_v2_sync",
-    imports=_MOE_IMPORTS + "\nfrom npu_lab.course.ex05 import load_tile_rows",
+    imports=_MOE_IMPORTS + "\nfrom npu_lab.course.ex05 import load_tile_rows, prefetched_tiles",
     place_after="### Why the flags: a queue does not sync the scalar unit (before ## Check against the reference)",
     cases=lambda rng: moe_cases(rng), launch=moe_launcher("v2"), reference=moe_reference,
     locate=moe_locator("v2"), target=moe_target("v2", MOE_TIMED, factor=1.02, label="the course's v2 + 2 %"),

@@ -76,7 +76,7 @@ import numpy as np
 
 from ...lang import (SELMODE, BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, DataCopyExtParams,
                      DataCopyPadExtParams, DataCopyParams, GatherMaskParams, RoundMode, TBuf, TPosition,
-                     TQue, npu_kernel)
+                     TQue, UnaryRepeatParams, npu_kernel)
 from .fused import block_tiles, iteration_key, looping_block_classes
 from .tiling import MoeGatingTiling
 from .ub_budget import moe_ub_budget, v3_layout
@@ -262,6 +262,7 @@ def two_level_argmax(ctx, row_values, row_argmax, bcast, src, rows: int, Ep: int
     lane_max, lane_chunk, lane_iota, pairs = work["lane_max"], work["lane_chunk"], work["lane_iota"], work["pairs"]
     rows8 = ceil_div(rows, 8)
     wide = Ep // 8                                   # a row's repeat stride, in blocks
+    ### BEGIN SOLUTION [08b.wide_argmax]
     ctx.duplicate(lane_chunk, 0.0, rows * 64)
     for c in range(1, m):
         prev = src if c == 1 else lane_max
@@ -289,6 +290,7 @@ def two_level_argmax(ctx, row_values, row_argmax, bcast, src, rows: int, Ep: int
     bits = row_argmax.reinterpret_cast(np.uint32)
     ctx.gather_mask(bits, pairs.reinterpret_cast(np.uint32), 1, False, 0, params)   # 2**23 + index, as bits
     ctx.adds(row_argmax, row_argmax, -TWO_POW_23_BITS, rows)
+    ### END SOLUTION [08b.wide_argmax]
 
 
 def split_pairs(ctx, values, indices_u32, pairs, rows: int) -> None:
@@ -320,7 +322,101 @@ def gather_pattern(K: int, Kp: int) -> tuple[int, int]:
 
 
 # ---- the kernel -------------------------------------------------------------------------------
-def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
+def write_column(ctx, values_pad, indices_pad, bcast, row_argmax, argmax_bcast, k: int, rows: int, Kp: int,
+                 m: int) -> None:
+    """Column k of the [rows, Kp] winners: values from ``bcast`` (Brcb of the row maxima: block i
+    holds row i's), indices from ``row_argmax`` (int32, Brcb'd into ``argmax_bcast`` at a block
+    stride of m, as the knock-out wants it); each a bit-masked level-0 ``Copy`` of lane k % 8 of
+    every block (8 rows a repeat)."""
+    rows8 = ceil_div(rows, 8)
+    ctx.copy(values_pad[(k // 8) * 8], bcast, lane_bits(k % 8), rows8, CopyRepeatParams(Kp // 8, 1, Kp, 8))
+    ctx.brcb(argmax_bcast, row_argmax, rows8, BrcbRepeatParams(m, 8 * m))
+    if 8 * m <= MAX_COPY_REPEAT_STRIDE:
+        ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
+                 CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
+    else:          # E > 1984: 8 rows' argmax blocks lie 8·m > 255 blocks apart, past the
+        for g in range(rows8):      # uint8 srcRepeatSize: one Copy per 8 rows
+            ctx.copy(indices_pad[(k // 8) * 8 + g * 8 * Kp], argmax_bcast[g * 64 * m],
+                     lane_bits(k % 8), 1, CopyRepeatParams(Kp // 8, m, Kp, 0))
+
+
+def write_column_310p(ctx, values_pad, indices_pad, bcast, row_argmax, argmax_bcast, k: int, rows: int,
+                      Kp: int, m: int) -> None:
+    """:func:`write_column` without ``Copy`` (the 310P's AI core has no level-0 Copy): the same
+    bit mask (lane k % 8 of every block) and strides on a level-0 ``Muls`` by 1.0 (float, exact)
+    and an int32 ``Adds`` of 0; the indices Brcb'd at a block stride of 1 into the first blocks of
+    ``argmax_bcast``: on the 310P a Brcb with a block stride other than 1 runs the header's scalar
+    fallback (asc-devkit impl/basic_api/dav_m200/kernel_operator_vec_brcb_impl.h; the simulator
+    prices it as the vector form, see ``brcb``), so the port avoids it."""
+    rows8 = ceil_div(rows, 8)
+    ### BEGIN SOLUTION [08b.fused_310p]
+    params = UnaryRepeatParams(Kp // 8, 1, Kp, 8)      # dst: row i's column k; src: block i
+    ctx.muls(values_pad[(k // 8) * 8], bcast, 1.0, lane_bits(k % 8), rows8, params)
+    ctx.brcb(argmax_bcast, row_argmax, rows8, BrcbRepeatParams(1, 8))
+    ctx.adds(indices_pad[(k // 8) * 8], argmax_bcast, 0, lane_bits(k % 8), rows8, params)
+    ### END SOLUTION [08b.fused_310p]
+
+
+def knock_out_winner_310p(ctx, work, src, row_argmax, argmax_bcast, iota, mask, neg_inf, rows: int, Ep: int,
+                          scratch=None) -> None:
+    """:func:`knock_out_winner` with float compares (the 310P's Compare is half/float only), for
+    m = Ep/64 in {2, 4, 8}: key_i = 2**23 + argmax as float (int32 ``Adds`` of its bits), ``Brcb``
+    8 copies a row, minus 8·m·lane (so after ``GatherMask`` pattern 1 — even lanes — applied
+    log2(8/m) times, row i's entry c is key_i − 64·c), ``Brcb`` one block per (row, chunk),
+    ``Compare`` EQ against the 2**23 + lane iota (row 0 of ``scratch['lane_iota']``), ``Select``.
+    No strided Brcb (the 310P's is a scalar fallback). ``scratch``: lane_max, lane_chunk, lane_iota."""
+    m, rows8 = Ep // 64, ceil_div(rows, 8)
+    if m not in (2, 4, 8):
+        raise ValueError(f"knock_out_winner_310p takes E = 128, 256 or 512 (2, 4 or 8 chunks); got Ep = {Ep}")
+    tmp8, key_rep, lane_iota = scratch["lane_max"], scratch["lane_chunk"], scratch["lane_iota"]
+    keyf = key_rep.reinterpret_cast(np.int32)
+    ctx.adds(keyf, row_argmax, TWO_POW_23_BITS, rows)             # float bits of 2**23 + index
+    ctx.brcb(tmp8, key_rep, rows8, BrcbRepeatParams(1, 8))         # 8 copies a row
+    offs = key_rep[ceil_div(rows * 8, 64) * 64]
+    ctx.create_vec_index(offs, 0.0, 8)
+    ctx.muls(offs, offs, -8.0 * m, 8)                              # lane j: −8·m·j
+    ctx.add(tmp8, tmp8, offs, 64, rows8, BinaryRepeatParams(1, 1, 0, 8, 8, 0))
+    n, a, b = rows * 8, tmp8, key_rep
+    while n > rows * m:                                            # keep the even lanes
+        ctx.gather_mask(b, a, 1, False, 0, GatherMaskParams(1, ceil_div(n, 64), 8, 0))
+        n, a, b = n // 2, b, a
+    key_bcast = argmax_bcast.reinterpret_cast(np.float32)
+    ctx.brcb(key_bcast, a, ceil_div(rows * m, 8), BrcbRepeatParams(1, 8))
+    for r0, cnt in repeat_chunks(rows * m):
+        ctx.compare(mask[r0 * 8], lane_iota, key_bcast[r0 * 8], "EQ", 64, cnt, BinaryRepeatParams(1, 1, 0, 8, 0, 1))
+    ctx.select(work, mask, neg_inf, src, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * Ep)
+
+
+knock_out_winner_310p.wants_scratch = True
+
+
+def knock_out_winner(ctx, work, src, row_argmax, argmax_bcast, iota, mask, neg_inf, rows: int, Ep: int) -> None:
+    """work = src with each row's winner (column ``row_argmax[i]``, int32) set to −inf, for the
+    next round. ``argmax_bcast`` holds Brcb(row_argmax) at chunk 0 (block i of every m-block
+    group: row i); ``iota`` is lanes 0..63 (int32); ``mask`` rows·Ep bits. Destroys row_argmax.
+    Per chunk c ≥ 1 an int32 ``Adds`` −64 and a ``Brcb`` (chunk c holds argmax − 64·c), one int32
+    ``Compare`` EQ over rows·m repeats (the 910B's only int32 mode), one ``Select``."""
+    m, rows8 = Ep // 64, ceil_div(rows, 8)
+    ### BEGIN SOLUTION [08b.knock_out]
+    key, key_bcast = row_argmax, argmax_bcast               # int32 Compare EQ (the 910B's mode)
+    for c in range(1, m):                                   # chunk c holds argmax − 64·c
+        ctx.adds(key, key, -64, rows)
+        ctx.brcb(key_bcast[c * 8], key, rows8, BrcbRepeatParams(m, 8 * m))
+    for r0, n in repeat_chunks(rows * m):                   # bit j of row i: j == argmax
+        ctx.compare(mask[r0 * 8], iota, key_bcast[r0 * 8], "EQ", 64, n,
+                    BinaryRepeatParams(1, 1, 0, 8, 0, 1))
+    ctx.select(work, mask, neg_inf, src, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * Ep)
+    ### END SOLUTION [08b.knock_out]
+
+
+def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool, argmax=None, knock_out=None,
+        write_column=write_column, no_copy: bool = False):
+    """The v3 kernel body. ``argmax`` / ``knock_out`` / ``write_column`` replace
+    :func:`two_level_argmax` / :func:`knock_out_winner` / :func:`write_column` (the stretch
+    exercises of 08b plug a learner's version in); ``no_copy`` fills the lane iota with a
+    level-0 Muls instead of Copy (the 310P)."""
+    argmax = two_level_argmax if argmax is None else argmax
+    knock_out = knock_out_winner if knock_out is None else knock_out
     t = MoeGatingTiling.unpack(tiling_bytes)                    # GET_TILING_DATA
     E, K, T = t.E, t.K, t.tileBS
     lay = v3_layout(T, E, K)
@@ -367,7 +463,10 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
         lane_iota = argmax_work["lane_iota"]
         ctx.create_vec_index(lane_iota, TWO_POW_23, 64)
         for r0, n in repeat_chunks(T - 1):
-            ctx.copy(lane_iota[64 + 64 * r0], lane_iota, 64, n, CopyRepeatParams(1, 1, 8, 0))
+            if no_copy:
+                ctx.muls(lane_iota[64 + 64 * r0], lane_iota, 1.0, 64, n, UnaryRepeatParams(1, 1, 8, 0))
+            else:
+                ctx.copy(lane_iota[64 + 64 * r0], lane_iota, 64, n, CopyRepeatParams(1, 1, 8, 0))
     lo, hi = gather_pattern(K, Kp)                              # first K of every Kp lanes
     pattern.set_value(0, lo)
     pattern.set_value(1, hi)
@@ -394,31 +493,19 @@ def _v3(ctx, gate_gm, indices_gm, weights_gm, tiling_bytes, fast: bool):
             # column k of [rows, Kp]: values via Brcb + masked Copy, indices from the argmax Brcb
             bcast = max_bcast if k == 0 else column_bcast
             if two_level:
-                two_level_argmax(ctx, row_values, row_argmax, bcast, src, rows, Ep, argmax_work, mask)
+                argmax(ctx, row_values, row_argmax, bcast, src, rows, Ep, argmax_work, mask)
             else:
                 row_pairs_max(ctx, pairs, src, rows, E, Ep, reduce_tmp)
                 split_pairs(ctx, row_values, row_argmax.reinterpret_cast(np.uint32), pairs, rows)
                 ctx.brcb(bcast, row_values, rows8, BrcbRepeatParams(1, 8))
-            ctx.copy(values_pad[(k // 8) * 8], bcast, lane_bits(k % 8), rows8,
-                     CopyRepeatParams(Kp // 8, 1, Kp, 8))
-            ctx.brcb(argmax_bcast, row_argmax, rows8, BrcbRepeatParams(m, 8 * m))
-            if 8 * m <= MAX_COPY_REPEAT_STRIDE:
-                ctx.copy(indices_pad[(k // 8) * 8], argmax_bcast, lane_bits(k % 8), rows8,
-                         CopyRepeatParams(Kp // 8, m, Kp, 8 * m))
-            else:          # E > 1984: 8 rows' argmax blocks lie 8·m > 255 blocks apart, past the
-                for g in range(rows8):      # uint8 srcRepeatSize: one Copy per 8 rows
-                    ctx.copy(indices_pad[(k // 8) * 8 + g * 8 * Kp], argmax_bcast[g * 64 * m],
-                             lane_bits(k % 8), 1, CopyRepeatParams(Kp // 8, m, Kp, 0))
+            write_column(ctx, values_pad, indices_pad, bcast, row_argmax, argmax_bcast, k, rows, Kp, m)
             if k + 1 == K:
                 break
-            key, key_bcast = row_argmax, argmax_bcast               # int32 Compare EQ (the 910B's mode)
-            for c in range(1, m):                               # chunk c holds argmax − 64·c
-                ctx.adds(key, key, -64, rows)
-                ctx.brcb(key_bcast[c * 8], key, rows8, BrcbRepeatParams(m, 8 * m))
-            for r0, n in repeat_chunks(rows * m):               # bit j of row i: j == argmax
-                ctx.compare(mask[r0 * 8], iota, key_bcast[r0 * 8], "EQ", 64, n,
-                            BinaryRepeatParams(1, 1, 0, 8, 0, 1))
-            ctx.select(work, mask, neg_inf, src, SELMODE.VSEL_TENSOR_TENSOR_MODE, rows * Ep)
+            if getattr(knock_out, "wants_scratch", False):
+                knock_out(ctx, work, src, row_argmax, argmax_bcast, iota, mask, neg_inf, rows, Ep,
+                          scratch=argmax_work)
+            else:
+                knock_out(ctx, work, src, row_argmax, argmax_bcast, iota, mask, neg_inf, rows, Ep)
             src = work
         # softmax over the K winners: column 0 is the row max
         row_broadcast_op(ctx, ctx.sub, values_pad, values_pad, max_bcast, rows, Kp)
