@@ -75,6 +75,13 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "vector_latency_cycles": ("cycles", "after a vector instruction's last repeat, until its result is in UB"),
     "sync_flag_cycles": ("cycles", "a flag (SetFlag/WaitFlag, EnQue/DeQue) from source completion to the waiter"),
     "pipe_barrier_cycles": ("cycles", "a PipeBarrier after the pipe drained, before the next instruction"),
+    # ---- the cube core (issue 17 §1; docs/cost_model.md, "The cube core") ------------------
+    "cube_mmad_head_cycles": ("cycles", "start-up of one Mmad before its fractals flow (the Δt of the cube formula)"),
+    "mte1_l0a_bytes_per_cycle": ("B/cycle", "LoadData L1 -> L0A bandwidth (MTE1)"),
+    "mte1_l0b_bytes_per_cycle": ("B/cycle", "LoadData L1 -> L0B bandwidth (MTE1)"),
+    "mte1_head_cycles": ("cycles", "start-up of one LoadData on MTE1"),
+    "fixpipe_elements_per_cycle": ("elements/cycle", "Fixpipe L0C -> GM conversion rate (FIX)"),
+    "fixpipe_head_cycles": ("cycles", "start-up of one Fixpipe on FIX"),
 }
 
 _INT_FIELDS = {
@@ -146,6 +153,13 @@ class HardwareSpec:
     vector_latency_cycles: float
     sync_flag_cycles: float
     pipe_barrier_cycles: float
+    # ---- the cube core (issue 17 §1): defaults so older JSON chips still load --------------
+    cube_mmad_head_cycles: float = 16.0
+    mte1_l0a_bytes_per_cycle: float = 256.0
+    mte1_l0b_bytes_per_cycle: float = 128.0
+    mte1_head_cycles: float = 16.0
+    fixpipe_elements_per_cycle: float = 64.0
+    fixpipe_head_cycles: float = 32.0
     description: str = ""
     isa: str = "ascend910b"
     provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
@@ -326,7 +340,8 @@ def _validate(spec: HardwareSpec) -> None:
             object.__setattr__(spec, name, float(value))     # numpy scalars -> Python floats
     positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps", "l2_bandwidth_gbps",
                 "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes",
-                "dma_outstanding_requests", "dma_gm_align_bytes", *_FRACTION_FIELDS]
+                "dma_outstanding_requests", "dma_gm_align_bytes", *_FRACTION_FIELDS,
+                "mte1_l0a_bytes_per_cycle", "mte1_l0b_bytes_per_cycle", "fixpipe_elements_per_cycle"]
     for name in positive:
         if getattr(spec, name) <= 0:
             raise HardwareSpecError(

@@ -4,6 +4,7 @@ Python spelling, its C++ signature and its reference page."""
 
 from .api_map import ASCEND_C_API, api_table
 from .context import HardEvent, KernelContext
+from .cube_params import FixpipeParamsV220, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t
 from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
 from .errors import AscendCRuleError, CapabilityError, RaceError
 from .launch import launch, npu_kernel
@@ -19,4 +20,5 @@ __all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyE
            "launch", "npu_kernel", "QueueError", "TBuf", "TPipe", "TPosition", "TQue", "UbOverflowError",
            "ReduceOrder", "reduce_max_tmp_elements", "CMPMODE", "SELMODE", "BrcbRepeatParams",
            "GatherMaskParams", "MrgSort4Info", "MrgSortSrcList", "GlobalTensor", "LocalTensor",
-           "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams"]
+           "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams",
+           "FixpipeParamsV220", "LoadData2DParams", "MmadParams", "Nd2NzParams", "QuantMode_t"]

@@ -23,6 +23,7 @@ from ..capabilities import check_supported
 from ..hardware import HardwareSpec
 from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, issuing_source
 from ..sim.costs import scalar_cycles
+from .cube import CubeOps
 from .dma import DmaOps
 from .errors import AscendCRuleError, CapabilityError, RaceError
 from .loop import LoopOps
@@ -74,15 +75,21 @@ class HardEvent:
     S_MTE3 = "S_MTE3"
     V_S = "V_S"
     S_V = "S_V"
+    # the cube core's (impl/basic_api/kernel_event.h; the matmul flow MTE2 -> MTE1 -> M -> FIX and back)
+    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, M_FIX, FIX_M = "MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M"
+    MTE2_M, M_MTE2, MTE1_FIX, FIX_MTE1, MTE2_FIX, FIX_MTE2 = "MTE2_M", "M_MTE2", "MTE1_FIX", "FIX_MTE1", "MTE2_FIX", "FIX_MTE2"
+    M_S, FIX_S = "M_S", "FIX_S"
 
     ALL = ("MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_MTE3", "MTE3_MTE2", "MTE2_S", "S_MTE2",
-           "MTE3_S", "S_MTE3", "V_S", "S_V")
+           "MTE3_S", "S_MTE3", "V_S", "S_V",
+           "MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE2_M", "M_MTE2", "MTE1_FIX",
+           "FIX_MTE1", "MTE2_FIX", "FIX_MTE2", "M_S", "FIX_S")
 
 
 #: event ids a core has per HardEvent (the hardware's flag registers)
 EVENT_IDS = 8
 _BARRIER_PIPES = {"PIPE_ALL": "ALL", "PIPE_V": "V", "PIPE_MTE2": "MTE2", "PIPE_MTE3": "MTE3",
-                  "PIPE_S": "S"}
+                  "PIPE_S": "S", "PIPE_MTE1": "MTE1", "PIPE_M": "M", "PIPE_FIX": "FIX"}
 
 
 def _event(event, event_id) -> tuple[str, str, int]:
@@ -96,7 +103,7 @@ def _event(event, event_id) -> tuple[str, str, int]:
     return src, dst, int(event_id)
 
 
-class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
+class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",
@@ -134,6 +141,8 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps):
         capacity = hw.ub_bytes if core_type == "vector" else hw.l1_bytes
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
+        if core_type == "cube":
+            self._init_cube()              # L1/L0A/L0B/L0C allocators (npu_lab.lang.cube)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)
         self._vector_costs: dict = {}      # (name, kind, bytes) -> (cycles, repeats, event name): costs depend on sizes only
         self._dma_costs: dict = {}         # (moved, burst, aligned, bytes/cycle) -> occupancy cycles
