@@ -186,6 +186,7 @@ class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, L
         if pipe not in _BARRIER_PIPES:
             raise AscendCRuleError(f"pipe_barrier takes one of {', '.join(_BARRIER_PIPES)}, got {pipe!r}")
         self.core.pipe_barrier(_BARRIER_PIPES[pipe])
+        self._cube_barrier(pipe)           # the cube's Mmad accumulation rule (npu_lab.lang.cube)
 
     # ---- the one place an instruction is issued -----------------------------------------
     def _exec(self, pipe: str, name: str, cost_cycles: float, reads=(), writes=(),

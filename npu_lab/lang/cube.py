@@ -382,10 +382,9 @@ class CubeOps:
                 prod = out[c_idx].astype(np.float32) + prod
             out[c_idx] = prod.astype(dst.dtype)
 
-    def pipe_barrier(self, pipe: str) -> None:
-        """``PipeBarrier<pipe>()`` (see KernelContext); ``PIPE_M`` / ``PIPE_ALL`` also settle the L0C
-        write an accumulating Mmad below the (m/16)*(n/16) < 10 threshold must wait for (MMAD_PAGE)."""
-        super().pipe_barrier(pipe)
+    def _cube_barrier(self, pipe: str) -> None:
+        """Called by ``pipe_barrier``: ``PIPE_M`` / ``PIPE_ALL`` settle the L0C write an accumulating
+        Mmad below the (m/16)*(n/16) < 10 threshold must wait for (MMAD_PAGE)."""
         if pipe in ("PIPE_M", "PIPE_ALL"):
             self._mmad_unbarriered = None
 
