@@ -86,6 +86,11 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_DTYPE_OK: set = set()      # (isa, instruction, dtype) already found supported
+_ND2NZ_PLANS: dict = {}     # (Nd2NzParams, dtype) -> index plan (shapes only)
+_LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer) -> fractal indices, sizes, cost
+
+
 class CubeOps:
     """Mixed into :class:`~npu_lab.lang.context.KernelContext` (before DmaOps: ``data_copy`` with an
     ``Nd2NzParams`` is handled here, everything else falls through to DmaOps)."""
@@ -105,7 +110,6 @@ class CubeOps:
         self.ub = allocators["L1"]
         self.core.latency["FIX"] = float(round(hw.dma_latency_cycles))
         self._atomic = None               # SetAtomicAdd<T>'s dtype while atomic add is on
-        self._cube_plans: dict = {}       # Nd2Nz index plans by (params, dtype, sizes): shapes only
         self._mmad_unbarriered = None     # (region, lo, hi) of the last Mmad's L0C write since PIPE_M
 
     def _require_cube(self, what: str) -> None:
@@ -119,8 +123,14 @@ class CubeOps:
         raise AscendCRuleError(f"{message} ({page})")
 
     def _check_dtype(self, what: str, dtype, table: dict, page: str) -> None:
+        key = (self.hw.isa, what, dtype)
+        if key in _DTYPE_OK:
+            return
         name = np.dtype(dtype).name
         allowed = table.get(self.hw.isa, ())
+        if name in allowed:
+            _DTYPE_OK.add(key)
+            return
         if name not in allowed:
             raise CapabilityError(f"{self.hw.name}: {what} has no {name} form on this chip ({page}, 数据类型: "
                                   f"{', '.join(allowed)})")
@@ -149,40 +159,42 @@ class CubeOps:
 
     def _nd2nz_plan(self, p: Nd2NzParams, dtype, dst_count: int, src_size: int, dst_name: str, src_name: str):
         """(dst element of each copied value, src element of each, dst elements of the zero
-        padding, dst extent in elements), checked against both tensors; cached by shape."""
-        key = (p, dtype, dst_count, src_size)
-        plan = self._cube_plans.get(key)
-        if plan is not None:
-            return plan
-        c0 = 32 // dtype.itemsize
-        blocks = _ceil(p.d_value, c0)
-        i = np.arange(p.nd_num)[:, None, None]
-        r = np.arange(p.n_value)[None, :, None]
-        c = np.arange(blocks * c0)[None, None, :]
-        dst = i * p.dst_nz_matrix_stride + (c // c0) * p.dst_nz_c0_stride * c0 + r * p.dst_nz_n_stride * c0 + c % c0
-        src = i * p.src_nd_matrix_stride + r * p.src_d_value + c
-        real = np.broadcast_to(c < p.d_value, dst.shape)
-        extent = int(dst.max()) + 1
+        padding, dst extent, src extent in elements), checked against both tensors; the index
+        arrays are cached by (params, dtype): they depend on the shape only."""
+        key = (p, dtype)
+        plan = _ND2NZ_PLANS.get(key)
+        if plan is None:
+            c0 = 32 // dtype.itemsize
+            blocks = _ceil(p.d_value, c0)
+            i = np.arange(p.nd_num)[:, None, None]
+            r = np.arange(p.n_value)[None, :, None]
+            c = np.arange(blocks * c0)[None, None, :]
+            dst = i * p.dst_nz_matrix_stride + (c // c0) * p.dst_nz_c0_stride * c0 + r * p.dst_nz_n_stride * c0 + c % c0
+            src = np.broadcast_to(i * p.src_nd_matrix_stride + r * p.src_d_value + c, dst.shape)
+            real = np.broadcast_to(c < p.d_value, dst.shape)
+            starts = dst[..., ::c0].ravel()
+            overlap = p.nd_num * p.n_value * blocks > len(np.unique(starts)) and \
+                not (p.nd_num > 1 and p.dst_nz_matrix_stride == 0)
+            plan = (dst[real], src[real], dst[~real], int(dst.max()) + 1, int(src[real].max()) + 1, overlap)
+            if len(_ND2NZ_PLANS) > 256:
+                _ND2NZ_PLANS.clear()
+            _ND2NZ_PLANS[key] = plan
+        dst_idx, src_idx, pad_idx, extent, src_extent, overlap = plan
         if extent > dst_count:
             self._rule_at(f"DataCopy Nd2Nz with {p}: the NZ result spans {extent} elements of '{dst_name}', which "
                           f"has {dst_count}; enlarge the L1 buffer or fix dstNzC0Stride / dstNzNStride (in 32-B units)",
                           ND2NZ_PAGE)
-        src_extent = int(src[real].max()) + 1
         if src_extent > src_size:
             self._rule_at(f"DataCopy Nd2Nz with {p}: reads {src_extent} elements of '{src_name}', which has "
                           f"{src_size}; check nValue, dValue, srcDValue (a row's length in GM, in elements)",
                           ND2NZ_PAGE)
-        starts = dst[..., ::c0].ravel()
-        if p.nd_num * p.n_value * blocks > len(np.unique(starts)) and not (p.nd_num > 1 and p.dst_nz_matrix_stride == 0):
+        if overlap:
             self._rule_at(f"DataCopy Nd2Nz with {p}: rows of the NZ result land on the same 32-B unit of L1 "
                           f"(dstNzC0Stride={p.dst_nz_c0_stride} < nValue={p.n_value} x dstNzNStride="
                           f"{p.dst_nz_n_stride}?). 搬运至L1 Buffer的数据不能重叠: the hardware gives no warning and "
                           "the order of the overlapping writes is not guaranteed. Use dstNzC0Stride >= the rows "
                           "(rounded up to 16 for a fractal-aligned tile)", ND2NZ_PAGE)
-        plan = (dst[np.broadcast_to(real, dst.shape)], np.broadcast_to(src, dst.shape)[real],
-                dst[~np.broadcast_to(real, dst.shape)], extent)
-        self._cube_plans[key] = plan
-        return plan
+        return dst_idx, src_idx, pad_idx, extent
 
     def _data_copy_nd2nz(self, dst, src, p: Nd2NzParams) -> None:
         if not (isinstance(dst, LocalTensor) and isinstance(src, GlobalTensor)):
@@ -261,40 +273,47 @@ class CubeOps:
                           LOAD2D_PAGE)
         if p.repeat_times == 0:
             return
-        fe = FRACTAL_BYTES // size
-        src_frac = p.start_index + np.arange(p.repeat_times) * p.src_stride
-        dst_frac = np.arange(p.repeat_times) * (1 + p.dst_gap)
-        src_need, dst_need = (int(src_frac[-1]) + 1) * fe, (int(dst_frac[-1]) + 1) * fe
+        key = (p, dst.dtype, dbuf)
+        plan = _LOAD_PLANS.get(key)
+        if plan is None:
+            fe = FRACTAL_BYTES // size
+            src_frac = p.start_index + np.arange(p.repeat_times) * p.src_stride
+            dst_frac = np.arange(p.repeat_times) * (1 + p.dst_gap)
+            lane = np.arange(fe)
+            nbytes = p.repeat_times * FRACTAL_BYTES
+            t = " transposed" if p.if_transpose else ""
+            plan = (fe, int(src_frac[-1]), int(dst_frac[-1]), (int(src_frac[-1]) + 1) * fe, (int(dst_frac[-1]) + 1) * fe,
+                    int(src_frac.min()) * FRACTAL_BYTES, (src_frac[:, None] * fe + lane).ravel(),
+                    (dst_frac[:, None] * fe + lane).ravel(), nbytes, load_data_cycles(self.hw, nbytes, dbuf),
+                    f"LoadData L1->{dbuf} {p.repeat_times}x512 B{t}")
+            if len(_LOAD_PLANS) > 1024:
+                _LOAD_PLANS.clear()
+            _LOAD_PLANS[key] = plan
+        fe, src_last, dst_last, src_need, dst_need, lo_off, src_idx, dst_idx, nbytes, cost, name = plan
         if src_need > src.count:
-            self._rule_at(f"LoadData with {p}: reads fractal {int(src_frac[-1])} of '{src.name}', whose "
+            self._rule_at(f"LoadData with {p}: reads fractal {src_last} of '{src.name}', whose "
                           f"{src.count} elements hold {src.count // fe} whole fractals (L1 Buffer的剩余大小不足1个分形: "
                           f"the hardware raises an exception, {ARCH_2201})", LOAD2D_PAGE)
         if dst_need > dst.count:
-            self._rule_at(f"LoadData with {p}: writes fractal {int(dst_frac[-1])} of '{dst.name}', which holds "
+            self._rule_at(f"LoadData with {p}: writes fractal {dst_last} of '{dst.name}', which holds "
                           f"{dst.count // fe}; enlarge the {dbuf} buffer or load fewer fractals", LOAD2D_PAGE)
-        lo = src.byte_offset + int(src_frac.min()) * FRACTAL_BYTES
+        lo = src.byte_offset + lo_off
         hi = src.byte_offset + src_need * size
-        layouts = src.region.layout_of(lo, hi)
-        if "ND" in layouts:
+        if src.region.layouts and "ND" in src.region.layout_of(lo, hi):
             self._rule_at(f"LoadData from '{src.name}': its L1 bytes were written by a plain DataCopy, so they hold "
                           "the tile row after row (ND). LoadData moves 512-byte fractals (16 rows x 32 B of an NZ "
                           "tile); from ND data the hardware would take 16 x 32 B of consecutive row pieces as one "
                           "fractal and Mmad would compute a wrong product, silently. Copy GM -> L1 with DataCopy + "
                           "Nd2NzParams (ND -> NZ on the way in)", ND2NZ_PAGE)
-        nbytes = p.repeat_times * FRACTAL_BYTES
-        cost = load_data_cycles(self.hw, nbytes, dbuf)
-        t = " transposed" if p.if_transpose else ""
-        self._exec("MTE1", f"LoadData L1->{dbuf} {p.repeat_times}x512 B{t}", cost,
-                   reads=((src, lo, hi),),
+        self._exec("MTE1", name, cost, reads=((src, lo, hi),),
                    writes=((dst, dst.byte_offset, dst.byte_offset + dst_need * size),),
                    nbytes=nbytes, elements=p.repeat_times * fe)
         if self.timing_only:
             return
-        lane = np.arange(fe)
-        blocks = src.data[(src_frac[:, None] * fe + lane).ravel()].reshape(p.repeat_times, fe)
+        blocks = src.data[src_idx]
         if p.if_transpose:
-            blocks = blocks.reshape(p.repeat_times, 16, 16).transpose(0, 2, 1).reshape(p.repeat_times, fe)
-        dst.data[(dst_frac[:, None] * fe + lane).ravel()] = blocks.ravel()
+            blocks = blocks.reshape(p.repeat_times, 16, 16).transpose(0, 2, 1).ravel()
+        dst.data[dst_idx] = blocks
 
     # ---- the cube -----------------------------------------------------------------------
     def mmad(self, dst, fm, filter, mmad_params: MmadParams) -> None:      # noqa: A002 (Ascend C's name)

@@ -35,12 +35,16 @@ FIXPIPE_PAGE = _ISASI + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）
 
 
 def _whole(struct: str, name: str, value, lo: int, hi: int, page: str) -> int:
+    if type(value) is int and lo <= value <= hi:          # the common case, without ABC checks
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
         raise AscendCRuleError(f"{struct}.{name} must be a whole number in [{lo}, {hi}] ({page}), got {value!r}")
     return int(value)
 
 
 def _flag(struct: str, name: str, value, page: str) -> bool:
+    if value is True or value is False:
+        return value
     if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
         raise AscendCRuleError(f"{struct}.{name} is a bool ({page}), got {value!r}")
     return bool(value)
