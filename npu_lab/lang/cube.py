@@ -504,7 +504,7 @@ class CubeOps:
         if name not in ATOMIC_TYPES:
             self._rule_at(f"SetAtomicAdd<{name}>: the A2 accumulates {', '.join(ATOMIC_TYPES)} (bfloat16 too, not "
                           "modelled)", ATOMIC_PAGE)
-        self._exec("S", f"SetAtomicAdd<{name}>", scalar_cycles(self.hw, 1))
+        self._exec("S", f"SetAtomicAdd {name}", scalar_cycles(self.hw, 1))
         self._atomic = np.dtype(dtype)
 
     def disable_dma_atomic(self) -> None:
