@@ -182,3 +182,20 @@ def test_the_310p3_has_no_fixpipe_to_gm():
     A, B = _operands(32, 32, 32, np.float16, 1)
     with pytest.raises(CapabilityError, match="Fixpipe L0C -> GM does not exist"):
         gemm(A, B, hw="ascend-310p3")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fast_forwarded_loops_equal_the_full_run(version):
+    """On a one-core chip a block loops over 4 N tiles of 8 K panels each (v2-v4) or 4 N tiles of
+    64 K steps (v1): the timing-only run fast-forwards both loops and must still give the full
+    run's timeline exactly."""
+    hw = HW.replace(cube_cores=1, provenance_note="one cube core: one block runs every task")
+    M, K, N = 128, 4096, 512
+    A, B = _operands(M, K, N, np.float16, 11)
+    kw = dict(k_split=2) if version == "v4" else {}
+    C, full = gemm(A, B, version=version, hw=hw, step_k=1 if version != "v1" else None, **kw) if version != "v1" \
+        else gemm(A, B, version=version, hw=hw)
+    _, timing = gemm((M, K), (K, N), version=version, hw=hw, timing_only=True, dtype=np.float16,
+                     **({} if version == "v1" else dict(step_k=1, **kw)))
+    _assert_close(C, A, B, version, 2 if version == "v4" else 1)
+    _assert_same_timeline(timing, full)

@@ -98,14 +98,14 @@ private:
             b1Queue.EnQue(b1);
             a1 = a1Queue.DeQue<half>();
             b1 = b1Queue.DeQue<half>();
-            // L1 -> L0A (NZ -> ZZ): per 16-row block, its K fractals {startIndex, repeatTimes, srcStride,
-            // sid, dstGap, ifTranspose, addrMode}
+            // L1 -> L0A (NZ -> ZZ): per K fractal column j, its m16 / 16 fractals (adjacent in L1) land
+            // k1 fractals apart in L0A {startIndex, repeatTimes, srcStride, sid, dstGap, ifTranspose, addrMode}
             LocalTensor<half> a2 = a2Queue.AllocTensor<half>();
             LocalTensor<half> b2 = b2Queue.AllocTensor<half>();
             int32_t k1 = CeilDiv(vk, 16);
-            for (int32_t i = 0; i < m16 / 16; ++i) {
-                LoadData(a2[i * k1 * 256], a1, LoadData2DParams{static_cast<uint16_t>(i), static_cast<uint8_t>(k1),
-                         static_cast<uint16_t>(m16 / 16), 0, 0, false, 0});
+            for (int32_t j = 0; j < k1; ++j) {
+                LoadData(a2[j * 256], a1, LoadData2DParams{static_cast<uint16_t>(j * (m16 / 16)),
+                         static_cast<uint8_t>(m16 / 16), 1, 0, static_cast<uint16_t>(k1 - 1), false, 0});
             }
             // L1 -> L0B (NZ -> ZN): per 16-row block of K, its N fractals, each transposed
             for (int32_t i = 0; i < k1; ++i) {

@@ -121,10 +121,11 @@ private:
                     int32_t n1 = CeilDiv(vn, 16);
                     LocalTensor<half> a2 = a2Queue.AllocTensor<half>();
                     LocalTensor<half> b2 = b2Queue.AllocTensor<half>();
-                    // the panel's fractal (i, j) is number j * (m16 / 16) + i: its column blocks are m16 rows tall
-                    for (int32_t i = 0; i < m16 / 16; ++i) {
-                        LoadData(a2[i * k1 * 256], a1, LoadData2DParams{static_cast<uint16_t>(kb / 16 * (m16 / 16) + i),
-                                 static_cast<uint8_t>(k1), static_cast<uint16_t>(m16 / 16), 0, 0, false, 0});
+                    // the panel's fractal (i, j) is number j * (m16 / 16) + i (column blocks m16 rows tall): a K
+                    // fractal column's fractals are adjacent in L1 and land k1 apart in L0A (ZZ)
+                    for (int32_t j = 0; j < k1; ++j) {
+                        LoadData(a2[j * 256], a1, LoadData2DParams{static_cast<uint16_t>((kb / 16 + j) * (m16 / 16)),
+                                 static_cast<uint8_t>(m16 / 16), 1, 0, static_cast<uint16_t>(k1 - 1), false, 0});
                     }
                     for (int32_t i = 0; i < k1; ++i) {
                         LoadData(b2[i * n1 * 256], b1, LoadData2DParams{static_cast<uint16_t>(kb / 16 + i),

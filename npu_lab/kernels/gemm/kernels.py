@@ -44,11 +44,12 @@ def _quant(acc_dtype: np.dtype, out_dtype: np.dtype) -> str:
 
 
 def _load_a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None:
-    """L1 NZ panel -> L0A ZZ: per 16-row block i, the K fractals of this base K tile (the panel's
-    fractal (i, j) is number j*m1 + i: its column blocks are m1 fractals tall)."""
+    """L1 NZ panel -> L0A ZZ, one LoadData per K fractal column j of this base K tile: the column's
+    m1 fractals are adjacent in L1 (the panel's fractal (i, j) is number j*m1 + i) and land k1
+    fractals apart in L0A (ZZ: row block i holds fractals i*k1 .. i*k1 + k1 - 1), so dstGap = k1 - 1."""
     k1 = _ceil(vk, k0)
-    for i in range(m1):
-        ctx.load_data(a2[i * k1 * fe], a1, LoadData2DParams(kb // k0 * m1 + i, k1, m1, 0, 0, False, 0))
+    for j in range(k1):
+        ctx.load_data(a2[j * fe], a1, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0))
 
 
 def _load_b(ctx, b2, b1, b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> None:
@@ -174,7 +175,7 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
                 vn = min(bn, tn - nb)
                 col = ni * t.singleCoreN + nb
                 c = qc.alloc_tensor(acc)
-                for kc in range(0, tk, k_l1):
+                for kc in range(0, tk, k_l1):        # not a tile_loop: the N loop above is one (they do not nest)
                     vkc = min(k_l1, tk - kc)
                     if a1 is None or not t.isReuseA:
                         if a1 is not None:
