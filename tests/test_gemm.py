@@ -159,7 +159,7 @@ def test_the_tiling_fits_the_buffers_and_the_grid_covers_c_once():
 
 
 def test_the_tiling_refuses_what_does_not_fit():
-    with pytest.raises(ValueError, match="L0C: 524,288 B > 131,072 B"):
+    with pytest.raises(ValueError, match="L0C: 262,144 B > 131,072 B"):
         gemm_tiling(4096, 4096, 4096, np.float16, version="v3", base=(256, 256, 64))
     with pytest.raises(ValueError, match="multiples of 16"):
         gemm_tiling(64, 64, 64, np.float16, base=(100, 64, 64))

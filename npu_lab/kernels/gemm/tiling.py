@@ -183,9 +183,12 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
         step = int(step_k)
     else:
         step = min(max_step, _ceil(single_k, bk))
+    # two L0 buffers where they fit (double buffering), else one (what Matmul's tiling does with dbL0C)
+    db = {name: nbuf if nbuf * need <= cap else 1 for name, need, cap in (
+        ("A", bm * bk * size, hw.l0a_bytes), ("B", bk * bn * size, hw.l0b_bytes), ("C", bm * bn * 4, hw.l0c_bytes))}
     t = GemmTiling(M=M, N=N, Ka=K, singleCoreM=bm, singleCoreN=single_n, singleCoreK=single_k, baseM=bm, baseN=bn,
-                   baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf, depthB1=nbuf, dbL0A=nbuf, dbL0B=nbuf,
-                   dbL0C=nbuf, usedCoreNum=min(cores, m_tiles * n_tiles * k_split), kSplit=k_split,
+                   baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf, depthB1=nbuf, dbL0A=db["A"], dbL0B=db["B"],
+                   dbL0C=db["C"], usedCoreNum=min(cores, m_tiles * n_tiles * k_split), kSplit=k_split,
                    isReuseA=int(not naive and step * bk >= single_k), isNaive=int(naive))
     check_tiling(t, dtype, hw)
     return t
