@@ -199,3 +199,11 @@ def test_fast_forwarded_loops_equal_the_full_run(version):
                      **({} if version == "v1" else dict(step_k=1, **kw)))
     _assert_close(C, A, B, version, 2 if version == "v4" else 1)
     _assert_same_timeline(timing, full)
+
+
+def test_inputs_in_l2_are_read_at_l2_bandwidth():
+    """A and B resident in L2: no HBM reads (only C's writes), and no slower than from HBM."""
+    _, cold = gemm((1024, 1024), (1024, 1024), version="v3", timing_only=True)
+    _, warm = gemm((1024, 1024), (1024, 1024), version="v3", timing_only=True, inputs_in_l2=True)
+    assert warm.hbm_bytes == 1024 * 1024 * 2 < cold.hbm_bytes
+    assert warm.total_us <= cold.total_us

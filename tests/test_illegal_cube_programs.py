@@ -244,7 +244,7 @@ CATALOGUE = [
             r"plain DataCopy.*\(ND\).*would take 16 x 32 B.*Nd2NzParams"),
     Illegal("missing-mte2-mte1", "LoadData waits for the GM -> L1 copy (HardEvent::MTE2_MTE1)",
             "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_no_mte2_mte1, B910,
-            RaceError, r"race on .*LoadData L1->L0A .* on pipe MTE1.*MTE2 is still writing"),
+            RaceError, r"race on L1 buffer.*LoadData L1->L0A .* on pipe MTE1.*MTE2 is still writing.*MTE2_MTE1"),
     Illegal("missing-mte1-m", "Mmad waits for LoadData (HardEvent::MTE1_M)",
             "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_no_mte1_m, B910,
             RaceError, r"Mmad .* on pipe M .*MTE1 is still writing"),

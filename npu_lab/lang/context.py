@@ -280,10 +280,11 @@ class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, L
 
     def _race(self, name, pipe, start, tensor, why):
         raise RaceError(
-            f"race on UB buffer '{tensor.name}': {name} on pipe {pipe} starts at cycle {start:.0f} "
+            f"race on {getattr(tensor.region, 'buffer', 'UB')} buffer '{tensor.name}': {name} on pipe {pipe} starts at cycle {start:.0f} "
             f"but {why}. Add the missing sync between the two pipes: set_flag/wait_flag with the "
             "HardEvent (e.g. MTE2_S before scalar code reads loaded data), or enque/deque through a "
-            "TQue when the pipes are the ones its position syncs (VECIN: MTE2->V, VECOUT: V->MTE3).")
+            "TQue when the pipes are the ones its position syncs (VECIN: MTE2->V, VECOUT: V->MTE3; on the cube core "
+            "A1/B1: MTE2->MTE1, A2/B2: MTE1->M, CO1: M->FIX, or the flags MTE2_MTE1, MTE1_M, M_FIX and back).")
 
     def _rule(self, message: str):
         raise AscendCRuleError(message)

@@ -35,7 +35,8 @@ def _operands(A, B, M, N, K, dtype, timing_only):
 
 
 def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", out_dtype=None,
-         tiling: GemmTiling | None = None, atomic: bool = True, timing_only: bool = False, l2=None, **tiling_kw):
+         tiling: GemmTiling | None = None, atomic: bool = True, timing_only: bool = False, l2=None,
+         inputs_in_l2: bool = False, **tiling_kw):
     """C = A · B on the cube cores of ``hw``; returns ``(C, timeline)`` (C is None when timing-only).
 
     ``A`` [M, K] and ``B`` [K, N]: float16, float32 or int8 arrays (in a timing-only run, ``A`` may be
@@ -44,7 +45,10 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     version; ``base=``, ``k_split=``, ``step_k=`` pass through). ``atomic`` (v4): SetAtomicAdd for
     the K-split (False shows the overwritten partial sums). C starts zeroed (the host clears it; not
     charged — a real operator runs a memset or ``InitGlobalMemory`` before an atomic accumulation).
-    ``l2``: an :class:`~npu_lab.sim.l2.L2Cache` (A and B resident in it are read from L2)."""
+    ``l2``: an :class:`~npu_lab.sim.l2.L2Cache` (A and B resident in it are read from L2);
+    ``inputs_in_l2=True``: A and B were just written by earlier kernels and sit in a fresh L2, so
+    every (re-)read of them is an L2 hit (the L2 model has no within-launch reuse yet: without
+    this, a tile read again by another core or another N tile comes from HBM)."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
     if version not in GEMM_VERSIONS:
         raise ValueError(f"version must be one of {', '.join(GEMM_VERSIONS)}, got {version!r}")
@@ -69,6 +73,12 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     if tiling.kSplit > 1 and atomic and out == np.float16 and version == "v4":
         pass    # half atomic add exists (SetAtomicAdd.md); its rounding per partial sum is the price
     a, b = _operands(A, B, M, N, K, dtype, timing_only)
+    if inputs_in_l2:
+        if l2 is not None:
+            raise ValueError("pass l2= or inputs_in_l2=True, not both")
+        from ...sim.l2 import L2Cache
+        l2 = L2Cache(hw)
+        l2.touch([a.buffer, b.buffer])
     c = GlobalTensor.empty(M * N, out, "C", timing_only=timing_only)
     kernel = GEMM_VERSIONS[version][0]
     use_atomic = bool(atomic) and tiling.kSplit > 1
