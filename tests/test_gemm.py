@@ -207,3 +207,12 @@ def test_inputs_in_l2_are_read_at_l2_bandwidth():
     _, warm = gemm((1024, 1024), (1024, 1024), version="v3", timing_only=True, inputs_in_l2=True)
     assert warm.hbm_bytes == 1024 * 1024 * 2 < cold.hbm_bytes
     assert warm.total_us <= cold.total_us
+
+
+def test_bad_tiling_options_say_what_is_wrong():
+    A, B = np.ones((4, 5), np.float16), np.ones((5, 3), np.float16)
+    for kw, match in ((dict(base="x"), "three whole numbers"), (dict(base=(16, 16)), "three whole numbers"),
+                      (dict(tiling=5), "GemmTiling"), (dict(step_k=0), "step_k"),
+                      (dict(version="v4", k_split=2.0), "k_split")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            gemm(A, B, **kw)

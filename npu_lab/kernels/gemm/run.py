@@ -66,6 +66,8 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     out = gemm_out_dtype(dtype, out_dtype)
     if tiling is None:
         tiling = gemm_tiling(M, N, K, dtype, hw, version=version, **tiling_kw)
+    elif not isinstance(tiling, GemmTiling):
+        raise TypeError(f"tiling must be a GemmTiling (from gemm_tiling), got {type(tiling).__name__}")
     elif tiling_kw:
         raise TypeError(f"pass either tiling= or tiling options ({sorted(tiling_kw)}), not both")
     if (tiling.M, tiling.N, tiling.Ka) != (M, N, K):

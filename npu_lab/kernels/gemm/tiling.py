@@ -142,6 +142,9 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
     k0 = k0_of(dtype)
     if base is None:
         base = (128, 128, 128 // size)
+    if not isinstance(base, (tuple, list)) or len(base) != 3 or not all(
+            isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in base):
+        raise ValueError(f"base must be three whole numbers (baseM, baseN, baseK), e.g. (128, 128, 64); got {base!r}")
     bm, bn, bk = (int(b) for b in base)
     if bm % 16 or bn % 16 or bm < 16 or bn < 16:
         raise ValueError(f"baseM={bm} and baseN={bn} must be multiples of 16 (whole L0C fractals)")
