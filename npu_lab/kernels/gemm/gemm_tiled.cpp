@@ -4,8 +4,8 @@
 // v2, L1-tiled: a K panel of stepKa base K tiles is copied GM -> L1 in one Nd2Nz DataCopy and feeds
 // stepKa Mmads; when the panel covers the task's K (isReuseA) the A panel stays in L1 across all the
 // N tiles of its rows, so A is read from GM once per task instead of once per N tile.
-// v3, double-buffered: the same code with two buffers per queue (depthA1 = depthB1 = dbL0A = dbL0B =
-// dbL0C = 2): MTE2 fills the next panel while MTE1 loads and M multiplies, FIX drains one L0C tile
+// v3, double-buffered: the same code with two buffers per queue (depthA1 = 2 x stepKa, depthB1 =
+// 2 x stepKb, dbL0A = dbL0B = dbL0C = 2 where they fit): MTE2 fills the next panel while MTE1 loads and M multiplies, FIX drains one L0C tile
 // while M fills the other — the overlap emerges from the queues, as on the vector core.
 // v4, K-split: singleCoreK < K, so tasks along K fill cores a small M x N leaves idle; each task's
 // partial sum is added into C in GM by Fixpipe under SetAtomicAdd<T> (C is zeroed by the host first:
@@ -57,8 +57,9 @@ public:
         aGm.SetGlobalBuffer((__gm__ half*)a);
         bGm.SetGlobalBuffer((__gm__ half*)b);
         cGm.SetGlobalBuffer((__gm__ OutT*)c);
-        pipe->InitBuffer(a1Queue, t.depthA1, Round16(t.baseM) * kL1 * sizeof(half));
-        pipe->InitBuffer(b1Queue, t.depthB1, kL1 * Round16(t.baseN) * sizeof(half));
+        // depthA1 / depthB1 count base blocks; a panel holds stepKa / stepKb of them
+        pipe->InitBuffer(a1Queue, t.depthA1 / t.stepKa, Round16(t.baseM) * kL1 * sizeof(half));
+        pipe->InitBuffer(b1Queue, t.depthB1 / t.stepKb, kL1 * Round16(t.baseN) * sizeof(half));
         pipe->InitBuffer(a2Queue, t.dbL0A, t.baseM * t.baseK * sizeof(half));
         pipe->InitBuffer(b2Queue, t.dbL0B, t.baseK * t.baseN * sizeof(half));
         pipe->InitBuffer(cQueue, t.dbL0C, t.baseM * t.baseN * sizeof(float));

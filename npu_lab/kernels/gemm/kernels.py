@@ -18,7 +18,7 @@ import numpy as np
 from ...lang import (FixpipeParamsV220, GlobalTensor, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, TQue,
                      npu_kernel)
 from ...lang.memory import TPosition
-from .tiling import GemmTiling, block_tasks
+from .tiling import GemmTiling, a1_buffers, b1_buffers, block_tasks
 
 
 def _r16(x: int) -> int:
@@ -151,8 +151,8 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
     k_l1 = min(t.stepKa * bk, -(-t.singleCoreK // bk) * bk)
     qa1, qb1 = TQue(TPosition.A1, 1), TQue(TPosition.B1, 1)
     qa2, qb2, qc = TQue(TPosition.A2, 1), TQue(TPosition.B2, 1), TQue(TPosition.CO1, 1)
-    ctx.pipe.init_buffer(qa1, t.depthA1, _r16(bm) * k_l1 * size, name="a1")
-    ctx.pipe.init_buffer(qb1, t.depthB1, k_l1 * _r16(bn) * size, name="b1")
+    ctx.pipe.init_buffer(qa1, a1_buffers(t), _r16(bm) * k_l1 * size, name="a1")      # depthA1 / stepKa panels
+    ctx.pipe.init_buffer(qb1, b1_buffers(t), k_l1 * _r16(bn) * size, name="b1")
     ctx.pipe.init_buffer(qa2, t.dbL0A, bm * bk * size, name="a2")
     ctx.pipe.init_buffer(qb2, t.dbL0B, bk * bn * size, name="b2")
     ctx.pipe.init_buffer(qc, t.dbL0C, bm * bn * 4, name="c")

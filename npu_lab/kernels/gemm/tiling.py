@@ -2,10 +2,11 @@
 panels, within the cube core's buffers.
 
 Field names are Ascend C's matmul tiling (``TCubeTiling``, asc-devkit
-docs/zh/api/SIMD-API/高阶API/矩阵计算/Matmul/Matmul Tiling类/TCubeTiling结构体.md): ``singleCoreM/N/K``
+docs/zh/api/SIMD-API/高阶API/矩阵计算/Matmul-Tiling类/TCubeTiling结构体.md): ``singleCoreM/N/K``
 (one task's share of C and of K), ``baseM/N/K`` (one Mmad: the L0A/L0B/L0C tile), ``stepKa`` /
-``stepKb`` (base K tiles per L1 panel of A / B), ``depthA1`` / ``depthB1`` (L1 buffers per panel:
-2 = double buffering), ``dbL0A/B/C`` (L0 buffers), ``usedCoreNum`` (blockDim). One field is this
+``stepKb`` (base K tiles per L1 panel of A / B), ``depthA1`` / ``depthB1`` (base blocks A1 / B1 hold
+in all: stepKa x the panel's buffers, so 2 x stepKa = double-buffered panels), ``dbL0A/B/C`` (L0
+buffers: 1 or 2), ``usedCoreNum`` (blockDim). One field is this
 course's: ``kSplit`` (tasks along K; Ascend C writes it as singleCoreK < K).
 
 The "3D grid": Ascend C launches a one-dimensional ``blockDim`` (``GetBlockIdx()`` is one index).
@@ -108,11 +109,21 @@ def block_tasks(tiling: GemmTiling, block_idx: int) -> range:
     return range(block_idx, tiling.tasks, tiling.usedCoreNum)
 
 
+def a1_buffers(t: GemmTiling) -> int:
+    """L1 buffers of A panels: depthA1 base blocks in all, stepKa per panel."""
+    return max(1, t.depthA1 // t.stepKa)
+
+
+def b1_buffers(t: GemmTiling) -> int:
+    """L1 buffers of B panels: depthB1 base blocks in all, stepKb per panel."""
+    return max(1, t.depthB1 // t.stepKb)
+
+
 def l1_l0_bytes(t: GemmTiling, dtype) -> dict[str, int]:
     """Bytes each buffer holds with this tiling (what :func:`gemm_tiling` checks)."""
     size = np.dtype(dtype).itemsize
     k_l1 = min(t.k_l1, _round(t.singleCoreK, t.baseK))
-    return {"L1": (t.depthA1 * _round(t.baseM, 16) * k_l1 + t.depthB1 * k_l1 * _round(t.baseN, 16)) * size,
+    return {"L1": (a1_buffers(t) * _round(t.baseM, 16) * k_l1 + b1_buffers(t) * k_l1 * _round(t.baseN, 16)) * size,
             "L0A": t.dbL0A * t.baseM * t.baseK * size,
             "L0B": t.dbL0B * t.baseK * t.baseN * size,
             "L0C": t.dbL0C * t.baseM * t.baseN * 4}
@@ -190,7 +201,7 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
     db = {name: nbuf if nbuf * need <= cap else 1 for name, need, cap in (
         ("A", bm * bk * size, hw.l0a_bytes), ("B", bk * bn * size, hw.l0b_bytes), ("C", bm * bn * 4, hw.l0c_bytes))}
     t = GemmTiling(M=M, N=N, Ka=K, singleCoreM=bm, singleCoreN=single_n, singleCoreK=single_k, baseM=bm, baseN=bn,
-                   baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf, depthB1=nbuf, dbL0A=db["A"], dbL0B=db["B"],
+                   baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf * step, depthB1=nbuf * step, dbL0A=db["A"], dbL0B=db["B"],
                    dbL0C=db["C"], usedCoreNum=min(cores, m_tiles * n_tiles * k_split), kSplit=k_split,
                    isReuseA=int(not naive and step * bk >= single_k), isNaive=int(naive))
     check_tiling(t, dtype, hw)
@@ -204,7 +215,7 @@ def check_tiling(t: GemmTiling, dtype, hw: HardwareSpec) -> None:
     over = [f"{b}: {need[b]:,} B > {caps[b]:,} B" for b in caps if need[b] > caps[b]]
     if over:
         raise ValueError(f"GEMM tiling base {t.baseM}x{t.baseN}x{t.baseK}, L1 panel {t.k_l1} of K, buffers "
-                         f"A1/B1 {t.depthA1}/{t.depthB1}, L0 {t.dbL0A}/{t.dbL0B}/{t.dbL0C} overflows {hw.name}'s "
+                         f"A1/B1 {a1_buffers(t)}/{b1_buffers(t)}, L0 {t.dbL0A}/{t.dbL0B}/{t.dbL0C} overflows {hw.name}'s "
                          f"{'; '.join(over)} (NPU架构版本2201.md). Use smaller base tiles, a shorter L1 panel "
                          "(step_k) or single buffers")
     if t.usedCoreNum > hw.cube_cores:
