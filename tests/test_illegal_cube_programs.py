@@ -238,7 +238,15 @@ def k_nd2nz_into_l0a(ctx):
     ctx.data_copy(a2.get(np.float16), gm_a(), Nd2NzParams(1, M, K, 0, K, M, 1, 0))
 
 
+@npu_kernel
+def k_cube_event_on_aiv(ctx):
+    ctx.set_flag("MTE2_MTE1", 0)                   # an AIV has no MTE1
+
+
 CATALOGUE = [
+    Illegal("cube-event-on-aiv", "a HardEvent names two pipes of this core",
+            "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_cube_event_on_aiv, B910,
+            AscendCRuleError, r"HardEvent MTE2_MTE1 names pipe MTE1, which this vector core \(AIV\) does not have.*MTE2_V"),
     Illegal("nd-tile-into-l0a", "LoadData moves NZ fractals: an ND tile needs DataCopy + Nd2NzParams",
             X + "矩阵计算的搬入/DataCopy（GMToL1随路转换-ND2NZ搬运）.md", k_nd_into_l0a, B910, AscendCRuleError,
             r"plain DataCopy.*\(ND\).*would take 16 x 32 B.*Nd2NzParams"),

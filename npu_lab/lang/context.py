@@ -92,7 +92,7 @@ _BARRIER_PIPES = {"PIPE_ALL": "ALL", "PIPE_V": "V", "PIPE_MTE2": "MTE2", "PIPE_M
                   "PIPE_S": "S", "PIPE_MTE1": "MTE1", "PIPE_M": "M", "PIPE_FIX": "FIX"}
 
 
-def _event(event, event_id) -> tuple[str, str, int]:
+def _event(event, event_id, pipes=None) -> tuple[str, str, int]:
     if event not in HardEvent.ALL:
         raise AscendCRuleError(f"unknown HardEvent {event!r}; use one of {', '.join(HardEvent.ALL)} "
                                "(source pipe _ destination pipe)")
@@ -100,6 +100,12 @@ def _event(event, event_id) -> tuple[str, str, int]:
             or not 0 <= event_id < EVENT_IDS:
         raise AscendCRuleError(f"event id must be a whole number 0..{EVENT_IDS - 1}, got {event_id!r}")
     src, dst = event.split("_")
+    if pipes is not None and not (src in pipes and dst in pipes):
+        kind = "cube core (AIC)" if "M" in pipes else "vector core (AIV)"
+        mine = ", ".join(e for e in HardEvent.ALL if set(e.split("_")) <= set(pipes))
+        raise AscendCRuleError(f"HardEvent {event} names pipe {src if src not in pipes else dst}, which this {kind} "
+                               f"does not have (its pipes: {', '.join(pipes)}); its events: {mine} (impl/basic_api/kernel_event.h; "
+                               "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md)")
     return src, dst, int(event_id)
 
 
@@ -164,13 +170,13 @@ class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, L
         V→S round trip: the scalar unit stands still until the vector pipe drained (counted in
         the trace's ``scalar_drains``). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/
         SetFlag-WaitFlag(ISASI).md."""
-        src, dst, eid = _event(event, event_id)
+        src, dst, eid = _event(event, event_id, self.core.pipes)
         self.core.set_flag(src, dst, eid)
 
     def wait_flag(self, event: str, event_id: int) -> None:
         """``WaitFlag<HardEvent::SRC_DST>(eventId)``: the destination pipe's next instruction (the
         scalar unit itself when it is S) waits for the oldest unmatched set_flag."""
-        src, dst, eid = _event(event, event_id)
+        src, dst, eid = _event(event, event_id, self.core.pipes)
         self.core.wait_flag(src, dst, eid)
 
     def pipe_barrier(self, pipe: str) -> None:
