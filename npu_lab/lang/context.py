@@ -76,9 +76,20 @@ class HardEvent:
     V_S = "V_S"
     S_V = "S_V"
     # the cube core's (impl/basic_api/kernel_event.h; the matmul flow MTE2 -> MTE1 -> M -> FIX and back)
-    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, M_FIX, FIX_M = "MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M"
-    MTE2_M, M_MTE2, MTE1_FIX, FIX_MTE1, MTE2_FIX, FIX_MTE2 = "MTE2_M", "M_MTE2", "MTE1_FIX", "FIX_MTE1", "MTE2_FIX", "FIX_MTE2"
-    M_S, FIX_S = "M_S", "FIX_S"
+    MTE2_MTE1 = "MTE2_MTE1"
+    MTE1_MTE2 = "MTE1_MTE2"
+    MTE1_M = "MTE1_M"
+    M_MTE1 = "M_MTE1"
+    M_FIX = "M_FIX"
+    FIX_M = "FIX_M"
+    MTE2_M = "MTE2_M"
+    M_MTE2 = "M_MTE2"
+    MTE1_FIX = "MTE1_FIX"
+    FIX_MTE1 = "FIX_MTE1"
+    MTE2_FIX = "MTE2_FIX"
+    FIX_MTE2 = "FIX_MTE2"
+    M_S = "M_S"
+    FIX_S = "FIX_S"
 
     ALL = ("MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_MTE3", "MTE3_MTE2", "MTE2_S", "S_MTE2",
            "MTE3_S", "S_MTE3", "V_S", "S_V",
@@ -103,9 +114,10 @@ def _event(event, event_id, pipes=None) -> tuple[str, str, int]:
     if pipes is not None and not (src in pipes and dst in pipes):
         kind = "cube core (AIC)" if "M" in pipes else "vector core (AIV)"
         mine = ", ".join(e for e in HardEvent.ALL if set(e.split("_")) <= set(pipes))
-        raise AscendCRuleError(f"HardEvent {event} names pipe {src if src not in pipes else dst}, which this {kind} "
-                               f"does not have (its pipes: {', '.join(pipes)}); its events: {mine} (impl/basic_api/kernel_event.h; "
-                               "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md)")
+        raise AscendCRuleError(
+            f"HardEvent {event} names pipe {src if src not in pipes else dst}, which this {kind} does not have "
+            f"(its pipes: {', '.join(pipes)}); its events: {mine} (impl/basic_api/kernel_event.h; "
+            "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md)")
     return src, dst, int(event_id)
 
 
@@ -286,7 +298,8 @@ class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, L
 
     def _race(self, name, pipe, start, tensor, why):
         raise RaceError(
-            f"race on {getattr(tensor.region, 'buffer', 'UB')} buffer '{tensor.name}': {name} on pipe {pipe} starts at cycle {start:.0f} "
+            f"race on {getattr(tensor.region, 'buffer', 'UB')} buffer '{tensor.name}': {name} on pipe {pipe} "
+            f"starts at cycle {start:.0f} "
             f"but {why}. Add the missing sync between the two pipes: set_flag/wait_flag with the "
             "HardEvent (e.g. MTE2_S before scalar code reads loaded data), or enque/deque through a "
             "TQue when the pipes are the ones its position syncs (VECIN: MTE2->V, VECOUT: V->MTE3; on the cube core "
