@@ -216,3 +216,15 @@ def test_bad_tiling_options_say_what_is_wrong():
                       (dict(version="v4", k_split=2.0), "k_split")):
         with pytest.raises((ValueError, TypeError), match=match):
             gemm(A, B, **kw)
+
+
+def test_the_ladder_table_is_what_the_runs_give():
+    from npu_lab.kernels.gemm import gemm_ladder
+
+    table = gemm_ladder(512, 1024, 512)
+    assert list(table.index) == VERSIONS
+    _, tl = gemm((512, 512), (512, 1024), version="v3", timing_only=True)
+    assert table.loc["v3", "latency_us"] == tl.total_us
+    assert (table["fraction_of_roofline"] <= 1).all() and (table["tflops"] <= cube_peak_tflops(HW)).all()
+    with pytest.raises(ValueError, match="versions"):
+        gemm_ladder(64, 64, 64, versions=("v9",))

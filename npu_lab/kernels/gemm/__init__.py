@@ -10,8 +10,8 @@
 """
 
 from .reference import gemm_reference, gemm_out_dtype
-from .run import GEMM_VERSIONS, gemm, gemm_roofline
+from .run import GEMM_VERSIONS, gemm, gemm_ladder, gemm_roofline
 from .tiling import GemmTiling, block_tasks, gemm_tiling
 
-__all__ = ["gemm_reference", "gemm_out_dtype", "gemm", "gemm_roofline", "GEMM_VERSIONS", "GemmTiling",
+__all__ = ["gemm_reference", "gemm_out_dtype", "gemm", "gemm_ladder", "gemm_roofline", "GEMM_VERSIONS", "GemmTiling",
            "gemm_tiling", "block_tasks"]

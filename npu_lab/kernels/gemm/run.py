@@ -101,3 +101,26 @@ def gemm_roofline(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | s
     return {"flops": 2.0 * M * N * K, "cube_tflops": cube_peak_tflops(hw, dtype), "cube_us": cube,
             "min_hbm_bytes": min_bytes, "hbm_us": hbm, "bound": "cube" if cube >= hbm else "HBM",
             "floor_us": max(cube, hbm)}
+
+
+def gemm_ladder(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2", *,
+                versions=tuple(GEMM_VERSIONS), inputs_in_l2: bool = False):
+    """The GEMM ladder at one shape, timing-only: a pandas DataFrame with one row per version —
+    latency (µs), achieved TFLOPS, the fraction of the chip's floor (the larger of the cube and
+    HBM rooflines), HBM bytes moved, the bottleneck verdict — what a roofline plot draws."""
+    import pandas as pd
+
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    unknown = [v for v in versions if v not in GEMM_VERSIONS]
+    if unknown or not versions:
+        raise ValueError(f"versions must be some of {', '.join(GEMM_VERSIONS)}, got {versions!r}")
+    roof = gemm_roofline(M, N, K, dtype, hw)
+    rows = []
+    for v in versions:
+        _, tl = gemm((M, K), (K, N), version=v, hw=hw, timing_only=True, dtype=dtype, inputs_in_l2=inputs_in_l2)
+        verdict, _why = tl.bottleneck()
+        rows.append({"version": v, "what": GEMM_VERSIONS[v][1], "latency_us": tl.total_us,
+                     "tflops": roof["flops"] / (tl.total_us * 1e-6) / 1e12,
+                     "fraction_of_roofline": roof["floor_us"] / tl.total_us, "hbm_mb": tl.hbm_bytes / 1e6,
+                     "bottleneck": verdict})
+    return pd.DataFrame(rows).set_index("version")
