@@ -20,12 +20,17 @@ from ...lang import (FixpipeParamsV220, GlobalTensor, LoadData2DParams, MmadPara
 from ...lang.memory import TPosition
 from .tiling import GemmTiling, a1_buffers, b1_buffers, block_tasks
 
+__all__ = ["gemm_naive_kernel", "gemm_tiled_kernel", "gemm_block_classes", "round16", "ceil_div", "fixpipe_quant",
+           "load_a_l0a", "load_b_l0b", "copy_b_l1"]
 
-def _r16(x: int) -> int:
+
+def round16(x: int) -> int:
+    """``x`` rounded up to a multiple of 16 (one fractal edge)."""
     return -(-x // 16) * 16
 
 
-def _ceil(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for whole numbers."""
     return -(-a // b)
 
 
@@ -37,38 +42,40 @@ def gemm_block_classes(block_dim, a_gm, b_gm, c_gm, atomic, tiling_bytes):
                      for b in range(block_dim)])
 
 
-def _quant(acc_dtype: np.dtype, out_dtype: np.dtype) -> str:
+def fixpipe_quant(acc_dtype: np.dtype, out_dtype: np.dtype) -> str:
+    """Fixpipe's quantPre for an L0C ``acc_dtype`` written to GM as ``out_dtype``."""
     if acc_dtype == out_dtype:
         return QuantMode_t.NoQuant
     return QuantMode_t.F322F16 if acc_dtype == np.float32 else QuantMode_t.DEQF16
 
 
-def _load_a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None:
+def load_a_l0a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None:
     """L1 NZ panel -> L0A ZZ, one LoadData per K fractal column j of this base K tile: the column's
     m1 fractals are adjacent in L1 (the panel's fractal (i, j) is number j*m1 + i) and land k1
     fractals apart in L0A (ZZ: row block i holds fractals i*k1 .. i*k1 + k1 - 1), so dstGap = k1 - 1."""
-    k1 = _ceil(vk, k0)
+    k1 = ceil_div(vk, k0)
     for j in range(k1):
         ctx.load_data(a2[j * fe], a1, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0))
 
 
-def _load_b(ctx, b2, b1, b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> None:
+def load_b_l0b(ctx, b2, b1, b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> None:
     """L1 NZ panel -> L0B ZN. Half: B [k, n] panel, each 16x16 fractal transposed; int8 / float: the
     Bᵀ [n, k] panel's fractals are ZN already."""
     if b16:
-        kp1 = _ceil(vk_panel, 16)
-        for i in range(_ceil(vk, 16)):
+        kp1 = ceil_div(vk_panel, 16)
+        for i in range(ceil_div(vk, 16)):
             ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams(kb // 16 + i, n1, kp1, 0, 0, True, 0))
     else:
-        for i in range(_ceil(vk, k0)):
+        for i in range(ceil_div(vk, k0)):
             ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams((kb // k0 + i) * n1, n1, 1, 0, 0, False, 0))
 
 
-def _copy_b(ctx, b1, b_gm: GlobalTensor, b16: bool, k_at: int, n_at: int, vk: int, vn: int, K: int, N: int) -> None:
+def copy_b_l1(ctx, b1, b_gm: GlobalTensor, b16: bool, k_at: int, n_at: int, vk: int, vn: int, K: int, N: int) -> None:
+    """GM -> L1 (MTE2, Nd2Nz) of the B panel of K rows [k_at, k_at + vk) and N columns [n_at, n_at + vn)."""
     if b16:      # B [K, N]: the panel's K rows, N columns
-        ctx.data_copy(b1, b_gm[k_at * N + n_at], Nd2NzParams(1, vk, vn, 0, N, _r16(vk), 1, 0))
+        ctx.data_copy(b1, b_gm[k_at * N + n_at], Nd2NzParams(1, vk, vn, 0, N, round16(vk), 1, 0))
     else:        # Bᵀ [N, K]: the panel's N rows, K columns
-        ctx.data_copy(b1, b_gm[n_at * K + k_at], Nd2NzParams(1, vn, vk, 0, K, _r16(vn), 1, 0))
+        ctx.data_copy(b1, b_gm[n_at * K + k_at], Nd2NzParams(1, vn, vk, 0, K, round16(vn), 1, 0))
 
 
 @npu_kernel(core_type="cube", block_classes=gemm_block_classes)
@@ -92,15 +99,15 @@ def gemm_naive_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
     ctx.pipe.init_buffer(qa2, 1, bm * bk * size, name="a2")
     ctx.pipe.init_buffer(qb2, 1, bk * bn * size, name="b2")
     ctx.pipe.init_buffer(qc, 1, bm * bn * 4, name="c")
-    quant = _quant(acc, c_gm.dtype)
+    quant = fixpipe_quant(acc, c_gm.dtype)
     for task in block_tasks(t, ctx.get_block_idx()):
         mi, ni, _ = t.task_coords(task)
         tm, tn, _ = t.task_shape(task)
         for mb in range(0, tm, bm):
             vm = min(bm, tm - mb)
-            m16 = _r16(vm)
+            m16 = round16(vm)
             row = mi * t.singleCoreM + mb
-            for j in ctx.tile_loop(_ceil(tn, bn), key=lambda j: min(bn, tn - j * bn)):   # for nb in 0..tn step bn
+            for j in ctx.tile_loop(ceil_div(tn, bn), key=lambda j: min(bn, tn - j * bn)):   # for nb in 0..tn step bn
                 nb = j * bn
                 vn = min(bn, tn - nb)
                 col = ni * t.singleCoreN + nb
@@ -109,13 +116,13 @@ def gemm_naive_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
                     vk = min(bk, K - kb)
                     a1, b1 = qa1.alloc_tensor(dt), qb1.alloc_tensor(dt)
                     ctx.data_copy(a1, a_gm[row * K + kb], Nd2NzParams(1, vm, vk, 0, K, m16, 1, 0))
-                    _copy_b(ctx, b1, b_gm, b16, kb, col, vk, vn, K, N)
+                    copy_b_l1(ctx, b1, b_gm, b16, kb, col, vk, vn, K, N)
                     qa1.enque(a1)
                     qb1.enque(b1)
                     a1, b1 = qa1.deque(dt), qb1.deque(dt)
                     a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
-                    _load_a(ctx, a2, a1, m16 // 16, 0, vk, k0, fe)
-                    _load_b(ctx, b2, b1, b16, 0, vk, vk, _ceil(vn, 16), k0, fe)
+                    load_a_l0a(ctx, a2, a1, m16 // 16, 0, vk, k0, fe)
+                    load_b_l0b(ctx, b2, b1, b16, 0, vk, vk, ceil_div(vn, 16), k0, fe)
                     qa1.free_tensor(a1)
                     qb1.free_tensor(b1)
                     qa2.enque(a2)
@@ -151,12 +158,12 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
     k_l1 = min(t.stepKa * bk, -(-t.singleCoreK // bk) * bk)
     qa1, qb1 = TQue(TPosition.A1, 1), TQue(TPosition.B1, 1)
     qa2, qb2, qc = TQue(TPosition.A2, 1), TQue(TPosition.B2, 1), TQue(TPosition.CO1, 1)
-    ctx.pipe.init_buffer(qa1, a1_buffers(t), _r16(bm) * k_l1 * size, name="a1")      # depthA1 / stepKa panels
-    ctx.pipe.init_buffer(qb1, b1_buffers(t), k_l1 * _r16(bn) * size, name="b1")
+    ctx.pipe.init_buffer(qa1, a1_buffers(t), round16(bm) * k_l1 * size, name="a1")      # depthA1 / stepKa panels
+    ctx.pipe.init_buffer(qb1, b1_buffers(t), k_l1 * round16(bn) * size, name="b1")
     ctx.pipe.init_buffer(qa2, t.dbL0A, bm * bk * size, name="a2")
     ctx.pipe.init_buffer(qb2, t.dbL0B, bk * bn * size, name="b2")
     ctx.pipe.init_buffer(qc, t.dbL0C, bm * bn * 4, name="c")
-    quant = _quant(acc, c_gm.dtype)
+    quant = fixpipe_quant(acc, c_gm.dtype)
     if atomic:
         ctx.set_atomic_add(c_gm.dtype)         # Fixpipe adds into C: the K-split's partial sums meet in GM
     for task in block_tasks(t, ctx.get_block_idx()):
@@ -165,12 +172,12 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
         k_at = ki * t.singleCoreK
         for mb in range(0, tm, bm):
             vm = min(bm, tm - mb)
-            m16 = _r16(vm)
+            m16 = round16(vm)
             row = mi * t.singleCoreM + mb
             a1 = None
             # a for loop over the N tiles (ctx.tile_loop: fast-forwarded when timing only; the key
             # tells which iterations issue the same work: the tail tile and the first, which loads A)
-            for j in ctx.tile_loop(_ceil(tn, bn), key=lambda j: (min(bn, tn - j * bn), j == 0 or not t.isReuseA)):
+            for j in ctx.tile_loop(ceil_div(tn, bn), key=lambda j: (min(bn, tn - j * bn), j == 0 or not t.isReuseA)):
                 nb = j * bn
                 vn = min(bn, tn - nb)
                 col = ni * t.singleCoreN + nb
@@ -185,14 +192,14 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
                         qa1.enque(a1)
                         a1 = qa1.deque(dt)
                     b1 = qb1.alloc_tensor(dt)
-                    _copy_b(ctx, b1, b_gm, b16, k_at + kc, col, vkc, vn, K, N)
+                    copy_b_l1(ctx, b1, b_gm, b16, k_at + kc, col, vkc, vn, K, N)
                     qb1.enque(b1)
                     b1 = qb1.deque(dt)
                     for kb in range(0, vkc, bk):
                         vk = min(bk, vkc - kb)
                         a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
-                        _load_a(ctx, a2, a1, m16 // 16, kb, vk, k0, fe)
-                        _load_b(ctx, b2, b1, b16, kb, vk, vkc, _ceil(vn, 16), k0, fe)
+                        load_a_l0a(ctx, a2, a1, m16 // 16, kb, vk, k0, fe)
+                        load_b_l0b(ctx, b2, b1, b16, kb, vk, vkc, ceil_div(vn, 16), k0, fe)
                         qa2.enque(a2)
                         qb2.enque(b2)
                         a2, b2 = qa2.deque(dt), qb2.deque(dt)
