@@ -94,8 +94,8 @@ _REGISTRY: dict[str, KernelExercise] = {}
 
 def register_exercise(ex: KernelExercise) -> KernelExercise:
     """Add an exercise (called by the ``exNN`` modules at import)."""
-    if not re.fullmatch(r"0[1-7]\.[a-z0-9_]+", ex.id):
-        raise ValueError(f"exercise id must be 'NN.name' (notebook 01..07, lower-case name); got {ex.id!r}")
+    if not re.fullmatch(r"0[1-9]\.[a-z0-9_]+", ex.id):
+        raise ValueError(f"exercise id must be 'NN.name' (notebook 01..09, lower-case name); got {ex.id!r}")
     if f"ex{ex.id[:2]}" != ex.notebook:
         raise ValueError(f"exercise {ex.id} belongs to module ex{ex.id[:2]}, not {ex.notebook}")
     _REGISTRY[ex.id] = ex
@@ -103,10 +103,10 @@ def register_exercise(ex: KernelExercise) -> KernelExercise:
 
 
 def kernel_exercises() -> dict[str, KernelExercise]:
-    """Every registered exercise by id, in notebook order (imports ex01 … ex07)."""
+    """Every registered exercise by id, in notebook order (imports ex01 … ex07 and ex09)."""
     import importlib
 
-    for nn in range(1, 8):
+    for nn in (*range(1, 8), 9):
         importlib.import_module(f"npu_lab.course.ex{nn:02d}")
     return dict(sorted(_REGISTRY.items()))
 
@@ -529,7 +529,7 @@ def exercises_markdown() -> str:
     parts = [_DOC_HEAD, "| id | notebook | goes after | kind |\n|---|---|---|---|\n"]
     nb = {f"0{n}": name for n, name in enumerate(
         ["", "01_hardware_model", "02_discrete_pipeline", "03_dynamic_tiling", "04_fused_kernel",
-         "05_double_buffering", "06_vectorization", "07_tuning"]) if n}
+         "05_double_buffering", "06_vectorization", "07_tuning", "", "09_cube_and_3d_grid"]) if name}
     exercises = kernel_exercises()
     for eid, ex in exercises.items():
         kind = "host function" if ex.kind == "host" else ("kernel, speed target" if ex.speed else "kernel")
