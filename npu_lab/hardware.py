@@ -98,6 +98,13 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "ub_reserved_bytes": ("bytes", "UB the framework and compiler always keep (256 B on the 910B)"),
     "asc_reserved_ubuf_bytes": ("bytes", "UB Ascend C keeps as scratch for Select / Brcb / ... unless "
                                 "compiled with --cce-disable-asc-reserved-ubuf"),
+    # ---- the cube core (issue 17 §1; docs/cost_model.md, "The cube core") ------------------
+    "cube_mmad_head_cycles": ("cycles", "start-up of one Mmad before its fractals flow (the Δt of the cube formula)"),
+    "mte1_l0a_bytes_per_cycle": ("B/cycle", "LoadData L1 -> L0A bandwidth (MTE1)"),
+    "mte1_l0b_bytes_per_cycle": ("B/cycle", "LoadData L1 -> L0B bandwidth (MTE1)"),
+    "mte1_head_cycles": ("cycles", "start-up of one LoadData on MTE1"),
+    "fixpipe_elements_per_cycle": ("elements/cycle", "Fixpipe L0C -> GM conversion rate (FIX)"),
+    "fixpipe_head_cycles": ("cycles", "start-up of one Fixpipe on FIX"),
 }
 
 _INT_FIELDS = {
@@ -179,6 +186,13 @@ class HardwareSpec:
     #: ordinary UB, and the APIs that use it (Select modes 1/2 on the 910B, Brcb on the 310P) are
     #: compile errors
     disable_asc_reserved_ubuf: bool = False
+    # ---- the cube core (issue 17 §1): defaults so older JSON chips still load --------------
+    cube_mmad_head_cycles: float = 16.0
+    mte1_l0a_bytes_per_cycle: float = 256.0
+    mte1_l0b_bytes_per_cycle: float = 128.0
+    mte1_head_cycles: float = 16.0
+    fixpipe_elements_per_cycle: float = 64.0
+    fixpipe_head_cycles: float = 32.0
     description: str = ""
     isa: str = "ascend910b"
     provenance: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
@@ -377,7 +391,8 @@ def _validate(spec: HardwareSpec) -> None:
             object.__setattr__(spec, name, float(value))     # numpy scalars -> Python floats
     positive = ["vector_cores", "clock_ghz", "hbm_bandwidth_gbps", "core_dma_bandwidth_gbps", "l2_bandwidth_gbps",
                 "block_bytes", "vector_repeat_bytes", "max_repeat", "ub_bytes",
-                "dma_outstanding_requests", "dma_gm_align_bytes", *_FRACTION_FIELDS]
+                "dma_outstanding_requests", "dma_gm_align_bytes", *_FRACTION_FIELDS,
+                "mte1_l0a_bytes_per_cycle", "mte1_l0b_bytes_per_cycle", "fixpipe_elements_per_cycle"]
     for name in positive:
         if getattr(spec, name) <= 0:
             raise HardwareSpecError(

@@ -159,6 +159,30 @@ _CORE_COST_PROVENANCE = {
                             "(docs/zh/api/SIMD-API/基础API/同步控制/核内同步/PipeBarrier(ISASI).md: 会对性能产生影响)"),
 }
 
+# ---- the cube core (issue 17 §1): provenance of the cube fields (values: HardwareSpec's defaults) --
+_CUBE_PERF = "asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md"
+
+
+def _cube_provenance(isa: str) -> dict:
+    """Provenance of the cube-core fields: the A2 figures of Cube指令理论性能汇总.md (the page covers
+    A2 / A3 / 950 only, so on the 310P the same figures are assumed)."""
+    published = "vendor-guide" if isa == "ascend910b" else "assumed"
+    where = "" if isa == "ascend910b" else " (the page covers A2/A3/950 only: the A2 figure, assumed here)"
+    return {
+        "cube_fractal_cycles": (published, _CUBE_PERF + " 表1: half x half, cube_m x cube_n x cube_k = 16 x 16 x 16 "
+                                "per cycle (int8 16x16x32, float 16x16x4)" + where),
+        "cube_mmad_head_cycles": ("assumed", _CUBE_PERF + " writes Mmad cycles as Δt + fractals / rate; Δt (头开销) "
+                                  "is not given a value: 16 cycles assumed"),
+        "mte1_l0a_bytes_per_cycle": (published, _CUBE_PERF + " 表3: LoadData (2D) L1 -> L0A 256 B/cycle" + where),
+        "mte1_l0b_bytes_per_cycle": (published, _CUBE_PERF + " 表3: LoadData (2D) L1 -> L0B 128 B/cycle" + where),
+        "mte1_head_cycles": ("assumed", _CUBE_PERF + ": the ΔT of a LoadData is not given a value: 16 cycles assumed"),
+        "fixpipe_elements_per_cycle": ("assumed", _CUBE_PERF + " 表7 publishes 64 elements/cycle for L0C -> L1 "
+                                       "(F322F16, NZ2NZ); L0C -> GM is not published: the same rate assumed, the "
+                                       "GM write itself priced as a DMA" + where),
+        "fixpipe_head_cycles": ("assumed", "start-up of a Fixpipe; not published: 32 cycles assumed"),
+    }
+
+
 _VECTOR_COSTS = dict(
     core_dma_bandwidth_gbps=None,  # filled per chip: 64 B/cycle x clock
     dma_latency_cycles=900.0,
@@ -264,6 +288,7 @@ def ascend_910b2() -> HardwareSpec:
                                "for some A2 parts"),
     })
     prov.update(_VECTOR_RATES_PROVENANCE)
+    prov.update(_cube_provenance("ascend910b"))
     system, system_prov = _system_910b2()
     prov.update(system_prov)
     return HardwareSpec(
@@ -297,6 +322,7 @@ def ascend_310p3() -> HardwareSpec:
                                "no vendor datasheet is in the sources (medium-low confidence)"),
     })
     prov.update(_assumed_for_310p(_VECTOR_RATES_PROVENANCE))
+    prov.update(_cube_provenance("ascend310p"))
     system, system_prov = _system_310p3()
     prov.update(system_prov)
     return HardwareSpec(

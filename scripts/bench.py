@@ -310,8 +310,29 @@ def bench_every_explorer() -> None:
 
 
 #: Sections in print order; append yours.
+def bench_gemm() -> None:
+    """Issue 17: a 4096^3 half GEMM timing-only (target < 100 ms, for a slider), and a full run at a
+    notebook's shape against numpy's matmul on the same data."""
+    from npu_lab.kernels.gemm import gemm, gemm_roofline
+
+    section("GEMM on the cube (910B2, half): 4096^3 timing-only (target < 100 ms)")
+    for version in ("v1", "v3", "v4"):
+        t = median_seconds(lambda: gemm((4096, 4096), (4096, 4096), version=version, timing_only=True), repeats=3)
+        _, tl = gemm((4096, 4096), (4096, 4096), version=version, timing_only=True)
+        row(f"4096^3 {version} timing-only wall time", t * 1e3, "ms",
+            f"model {tl.total_us:.0f} us, {gemm_roofline(4096, 4096, 4096)['cube_us'] / tl.total_us:.0%} of the cube roofline")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((512, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 512)).astype(np.float16)
+    full = median_seconds(lambda: gemm(a, b, version="v3"), repeats=3)
+    ref = median_seconds(lambda: a.astype(np.float32) @ b.astype(np.float32), repeats=7)
+    row("512^3 v3 full run (numerics + timeline)", full * 1e3, "ms")
+    row("512^3 numpy matmul (float32)", ref * 1e3, "ms")
+    row("full run / numpy matmul", full / ref, "x")
+
+
 SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_every_explorer, bench_moe_sweep,
-            bench_moe_full, bench_moe_scaling, bench_grading]
+            bench_moe_full, bench_moe_scaling, bench_gemm, bench_grading]
 
 
 def main(argv: list[str]) -> int:

@@ -83,8 +83,9 @@ def test_every_entry_has_an_anchor_is_indexed_and_complete():
         assert "Ascend C" in body, f"entry {heading!r} does not name its Ascend C counterpart"
         notebooks = re.findall(r"\(\.\./notebooks/(\d\d_[a-z0-9_]+\.ipynb)\)", body)
         assert notebooks or "no notebook introduces it" in body, f"entry {heading!r} names no notebook"
-        for nb in notebooks:
-            assert (ROOT / "notebooks" / nb).exists(), f"entry {heading!r} links to a missing {nb}"
+        for nb in notebooks:   # notebooks/ is generated from instructor/ by `make release`
+            assert (ROOT / "notebooks" / nb).exists() or (ROOT / "instructor" / nb).exists(), \
+                f"entry {heading!r} links to a missing {nb}"
     assert index <= anchors(text), sorted(index - anchors(text))
 
 

@@ -203,7 +203,7 @@ def k_wait_without_set(ctx):
 
 
 def k_unknown_event(ctx):
-    ctx.set_flag("MTE2_MTE1", 0)
+    ctx.set_flag("MTE2_UB", 0)                             # a buffer, not a pipe
 
 
 def k_event_id_8(ctx):
@@ -501,7 +501,7 @@ CATALOGUE = [
             r"wait_flag\(MTE2_V, event 0\) has no matching set_flag.*wait forever.*Set the flag"),
     Illegal("unknown-hard-event", "HardEvent is one of the AIV SRC_DST pairs",
             "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_unknown_event, B910, AscendCRuleError,
-            r"unknown HardEvent 'MTE2_MTE1'; use one of MTE2_V"),
+            r"unknown HardEvent 'MTE2_UB'; use one of MTE2_V"),
     Illegal("event-id-8", "event ids are 0..7",
             "同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_event_id_8, B910, AscendCRuleError,
             r"event id must be a whole number 0\.\.7, got 8"),

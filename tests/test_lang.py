@@ -191,12 +191,12 @@ def test_ub_buffer_size_must_be_positive_whole(nbytes):
 
 
 def test_queue_arguments_are_checked():
-    """TQue takes VECIN / VECOUT (VECCALC scratch is a TBuf) and a depth of 1..8; init_buffer
-    takes (que, num, len) with 1..8 buffers, once per queue."""
+    """TQue takes VECIN / VECOUT or a cube position (VECCALC scratch is a TBuf) and a depth of
+    1..8; init_buffer takes (que, num, len) with 1..8 buffers, once per queue."""
     with pytest.raises(ValueError, match="TBuf"):
         TQue(TPosition.VECCALC, 1)
     with pytest.raises(ValueError, match="VECIN"):
-        TQue("A1", 1)
+        TQue("C2", 1)                     # the bias table: not modelled
     with pytest.raises(ValueError, match="depth"):
         TQue(TPosition.VECIN, 0)
     ctx = ctx_on()
@@ -283,16 +283,20 @@ def test_tbuf_get_whole_or_first_len_elements():
 
 
 def test_hard_events_are_source_underscore_destination():
-    """HardEvent names the source pipe then the destination pipe; the set is the AIV one."""
-    assert set(HardEvent.ALL) == {"MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_MTE3", "MTE3_MTE2",
-                                  "MTE2_S", "S_MTE2", "MTE3_S", "S_MTE3", "V_S", "S_V"}
+    """HardEvent names the source pipe then the destination pipe: the AIV's and the AIC's
+    (MTE2 -> MTE1 -> M -> FIX and back)."""
+    assert {"MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_MTE3", "MTE3_MTE2", "MTE2_S", "S_MTE2", "MTE3_S",
+            "S_MTE3", "V_S", "S_V", "MTE2_MTE1", "MTE1_M", "M_FIX", "FIX_M", "M_MTE1", "MTE1_MTE2"} <= set(HardEvent.ALL)
+    for event in HardEvent.ALL:
+        src, dst = event.split("_")
+        assert src != dst and {src, dst} <= {"S", "MTE1", "MTE2", "MTE3", "V", "M", "FIX"}
     ctx = ctx_on()
     ctx.set_flag(HardEvent.MTE2_V, 7)
     ctx.wait_flag(HardEvent.MTE2_V, 7)
     assert not any(ctx.core.flags.values())
 
 
-@pytest.mark.parametrize("event, event_id, match", [("MTE2_FIX", 0, "unknown HardEvent"),
+@pytest.mark.parametrize("event, event_id, match", [("MTE2_FIXP", 0, "unknown HardEvent"),
                                                      (("MTE2", "V"), 0, "unknown HardEvent"),
                                                      ("MTE2_V", 8, "0..7"), ("MTE2_V", -1, "0..7"),
                                                      ("MTE2_V", 1.0, "0..7")])

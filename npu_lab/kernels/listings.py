@@ -68,6 +68,9 @@ _ALIASES = {"InitBuffer": "TPipe::InitBuffer", "Get": "TBuf::Get"}
 #: Calls a listing may make that are not in ASCEND_C_API, and why (keep this short).
 ALLOWED_CPP_NAMES = {
     "SetGlobalBuffer": "GlobalTensor::SetGlobalBuffer binds a GM address; the Python is handed GlobalTensors",
+    "KERNEL_TASK_TYPE_DEFAULT": "the kernel type (KERNEL_TYPE_AIC_ONLY for a cube kernel); the Python says "
+                                "npu_kernel(core_type='cube')",
+    "REGISTER_TILING_DEFAULT": "registers the tiling struct's type before GET_TILING_DATA; the Python unpacks it",
 }
 SCALAR_PREFIX = "scalar: "
 
@@ -159,6 +162,20 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 # several UB loops per core (the prefetch); E = 128: four Sort32 lists, one MrgSort
                 + _moe_cases((1, 300, 64, 2, None), (1, 3, 128, 8, None)),
                 kernels=("moe_gating_v4_kernel",)),
+    # the cube's GEMM (gemm/): tails in M, N, K; two K panels; several N tiles (a loop of < 4, so
+    # the timing-only trace has every iteration); v4 with a K-split (SetAtomicAdd)
+    ListingSpec("gemm_v1", "gemm/gemm_naive.cpp", "gemm_v1",
+                (dict(M=40, K=70, N=48, base=(32, 32, 32)), dict(M=16, K=16, N=16)),
+                entry=("gemm_v1",), sync_order=True, kernels=("gemm_naive_kernel",)),
+    ListingSpec("gemm_v3", "gemm/gemm_tiled.cpp", "gemm_v3",
+                (dict(M=40, K=100, N=48, base=(32, 32, 32), step_k=2, version="v3"),
+                 dict(M=40, K=60, N=70, base=(32, 32, 32), version="v2"),
+                 dict(M=40, K=128, N=48, base=(32, 32, 32), k_split=2, version="v4")),
+                entry=("gemm_v3",), sync_order=True, kernels=("gemm_tiled_kernel",)),
+    ListingSpec("gemm_v4", "gemm/gemm_tiled.cpp", "gemm_v4",
+                (dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=3, version="v4", out_dtype="float32"),
+                 dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=2, step_k=1, version="v4", out_dtype="float32")),
+                entry=("gemm_v4",), sync_order=True),
 )}
 
 
@@ -826,6 +843,8 @@ def instruction_name(event_name: str, pipe: str | None = None) -> str:
     first = words[0]
     if first in _DMA and len(words) > 1 and words[1] in ("GM->UB", "UB->GM"):
         return f"{first} {words[1]}"
+    if first in _DMA and len(words) > 1 and words[1] == "GM->L1":
+        return f"{first} GM->UB"      # the listing side names every GM -> local-memory copy GM->UB
     if first in INSTRUCTIONS:
         return first
     if pipe in (None, "S"):
@@ -854,7 +873,13 @@ def _run(spec: ListingSpec, case: dict):
     if cores is not None:
         hw = hw.replace(vector_cores=cores, provenance_note="one core: one block loops over every tile")
     with record_calls() as logs:
-        if spec.version == "scaled_add":
+        if spec.version.startswith("gemm_"):
+            from .gemm import gemm
+            version = case.pop("version", spec.version[5:])
+            m, k, n = case.pop("M"), case.pop("K"), case.pop("N")
+            _, timeline = gemm((m, k), (k, n), version=version, hw=hw, timing_only=True,
+                               dtype=np.dtype(case.pop("dtype", "float16")), **case)
+        elif spec.version == "scaled_add":
             from .scaled_add import scaled_add
             _, timeline = scaled_add(case.pop("n"), None, hw=hw, timing_only=True, block_dim=case.pop("block_dim", 1),
                                      **case)

@@ -5,6 +5,7 @@ Python spelling, its C++ signature and its reference page."""
 from .api_map import ASCEND_C_API, api_table
 from .context import HardEvent, KernelContext
 from .debug import KernelAssertionError
+from .cube_params import FixpipeParamsV220, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t
 from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
 from .errors import AscendCRuleError, CapabilityError, RaceError, UnmatchedFlagError
 from .launch import launch, npu_kernel
@@ -22,4 +23,5 @@ __all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyE
            "GatherMaskParams", "MrgSort4Info", "MrgSortSrcList", "GlobalTensor", "LocalTensor",
            "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams",
            "KernelAssertionError", "bfloat16_to_float", "float_to_bfloat16", "get_user_workspace",
-           "MASK_PLACEHOLDER"]
+           "MASK_PLACEHOLDER",
+           "FixpipeParamsV220", "LoadData2DParams", "MmadParams", "Nd2NzParams", "QuantMode_t"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 _B = "docs/zh/api/SIMD-API/基础API/"
 _M = _B + "Memory矢量计算/"
+_X = _B + "矩阵计算（ISASI）/"
 
 #: Ascend C name -> (python path, C++ signature, reference page)
 _ROWS = [
@@ -147,6 +148,34 @@ _ROWS = [
     ("SetVectorMask", "KernelContext.set_vector_mask",
      "void SetVectorMask<T, MaskMode>(int32_t len) / SetVectorMask(const uint64_t maskHigh, const uint64_t maskLow); "
      "then Add<T, false>(..., MASK_PLACEHOLDER, repeatTime, params)", _M + "掩码操作/SetVectorMask.md"),
+    # --- the cube core (issue 17 §1; npu_lab.lang.cube) ---
+    ("Nd2NzParams", "Nd2NzParams",
+     "Nd2NzParams(uint16_t ndNum, uint16_t nValue, uint32_t dValue, uint64_t srcNdMatrixStride, uint64_t srcDValue, "
+     "uint16_t dstNzC0Stride, uint16_t dstNzNStride, uint32_t dstNzMatrixStride), for "
+     "DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2NzParams& intriParams) (GM -> L1, ND -> NZ)",
+     _X + "矩阵计算的搬入/DataCopy（GMToL1随路转换-ND2NZ搬运）.md"),
+    ("LoadData", "KernelContext.load_data",
+     "void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& loadDataParams)",
+     _X + "矩阵计算的搬入/LoadData_2D.md"),
+    ("LoadData2DParams", "LoadData2DParams",
+     "LoadData2DParams(uint16_t startIndex, uint8_t repeatTimes, uint16_t srcStride, uint8_t sid, uint16_t dstGap, "
+     "bool ifTranspose, uint8_t addrMode)", _X + "矩阵计算的搬入/LoadData_2D.md"),
+    ("Mmad", "KernelContext.mmad",
+     "void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& mmadParams)",
+     _X + "Mmad计算/Mmad.md"),
+    ("MmadParams", "MmadParams",
+     "MmadParams(uint16_t m, uint16_t n, uint16_t k, uint8_t unitFlag, bool cmatrixSource, bool cmatrixInitVal); "
+     "field kDirectionAlign", _X + "Mmad计算/Mmad.md"),
+    ("Fixpipe", "KernelContext.fixpipe",
+     "template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR> void Fixpipe(const GlobalTensor<T>& dst, "
+     "const LocalTensor<U>& src, const FixpipeParamsV220& intriParams)", _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
+    ("FixpipeParamsV220", "FixpipeParamsV220",
+     "FixpipeParamsV220(uint16_t nSize, uint16_t mSize, uint16_t srcStride, uint32_t dstStride, bool reluEn, "
+     "QuantMode_t quantPre, int64_t deqScalar, uint16_t ndNum, uint16_t srcNdStride, uint16_t dstNdStride, uint8_t unitFlag)",
+     _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
+    ("QuantMode_t", "QuantMode_t", "enum QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, ... }",
+     _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
+
 ]
 
 ASCEND_C_API: dict[str, dict[str, str]] = {

@@ -24,6 +24,7 @@ from ..capabilities import check_supported
 from ..hardware import HardwareSpec
 from ..sim.core import CUBE_PIPES, VECTOR_PIPES, CoreState, issuing_source
 from ..sim.costs import scalar_cycles
+from .cube import CubeOps
 from .debug import DebugOps
 from .dma import DmaOps
 from .operands import scalar_operand
@@ -77,23 +78,40 @@ class HardEvent:
     S_MTE3 = "S_MTE3"
     V_S = "V_S"
     S_V = "S_V"
+    # the cube core's (impl/basic_api/kernel_event.h; the matmul flow MTE2 -> MTE1 -> M -> FIX and back)
+    MTE2_MTE1 = "MTE2_MTE1"
+    MTE1_MTE2 = "MTE1_MTE2"
+    MTE1_M = "MTE1_M"
+    M_MTE1 = "M_MTE1"
+    M_FIX = "M_FIX"
+    FIX_M = "FIX_M"
+    MTE2_M = "MTE2_M"
+    M_MTE2 = "M_MTE2"
+    MTE1_FIX = "MTE1_FIX"
+    FIX_MTE1 = "FIX_MTE1"
+    MTE2_FIX = "MTE2_FIX"
+    FIX_MTE2 = "FIX_MTE2"
+    M_S = "M_S"
+    FIX_S = "FIX_S"
 
     ALL = ("MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "MTE2_MTE3", "MTE3_MTE2", "MTE2_S", "S_MTE2",
-           "MTE3_S", "S_MTE3", "V_S", "S_V")
+           "MTE3_S", "S_MTE3", "V_S", "S_V",
+           "MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE2_M", "M_MTE2", "MTE1_FIX",
+           "FIX_MTE1", "MTE2_FIX", "FIX_MTE2", "M_S", "FIX_S")
 
 
 #: event ids a core has per HardEvent (the hardware's flag registers)
 EVENT_IDS = 8
 _BARRIER_PIPES = {"PIPE_ALL": "ALL", "PIPE_V": "V", "PIPE_MTE2": "MTE2", "PIPE_MTE3": "MTE3",
-                  "PIPE_S": "S"}
+                  "PIPE_S": "S", "PIPE_MTE1": "MTE1", "PIPE_M": "M", "PIPE_FIX": "FIX"}
 
 
-_EVENTS: dict = {}      # (event, id) -> (src, dst, id): checked once (ids are whole ints)
+_EVENTS: dict = {}      # (event, id, pipes) -> (src, dst, id): checked once (ids are whole ints)
 
 
-def _event(event, event_id) -> tuple[str, str, int]:
+def _event(event, event_id, pipes=None) -> tuple[str, str, int]:
     if type(event_id) is int:                  # not a bool (True == 1 would hit the cache)
-        got = _EVENTS.get((event, event_id))
+        got = _EVENTS.get((event, event_id, pipes))
         if got is not None:
             return got
     if event not in HardEvent.ALL:
@@ -103,13 +121,20 @@ def _event(event, event_id) -> tuple[str, str, int]:
             or not 0 <= event_id < EVENT_IDS:
         raise AscendCRuleError(f"event id must be a whole number 0..{EVENT_IDS - 1}, got {event_id!r}")
     src, dst = event.split("_")
+    if pipes is not None and not (src in pipes and dst in pipes):
+        kind = "cube core (AIC)" if "M" in pipes else "vector core (AIV)"
+        mine = ", ".join(e for e in HardEvent.ALL if set(e.split("_")) <= set(pipes))
+        raise AscendCRuleError(
+            f"HardEvent {event} names pipe {src if src not in pipes else dst}, which this {kind} does not have "
+            f"(its pipes: {', '.join(pipes)}); its events: {mine} (impl/basic_api/kernel_event.h; "
+            "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md)")
     got = (src, dst, int(event_id))
     if type(event_id) is int:
-        _EVENTS[(event, event_id)] = got
+        _EVENTS[(event, event_id, pipes)] = got
     return got
 
 
-class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, DebugOps):
+class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, DebugOps):
     """One block's view of its core. Created by :func:`npu_lab.launch`; kernels only use it."""
 
     def __init__(self, hw: HardwareSpec, block_idx: int, block_dim: int, *, core_type: str = "vector",
@@ -147,6 +172,8 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
         capacity = hw.ub_usable_bytes if core_type == "vector" else hw.l1_bytes
         self.ub = UbAllocator(capacity, hw.block_bytes, with_storage=not timing_only, ctx=self)
         self.pipe = TPipe(self.core, self.ub)
+        if core_type == "cube":
+            self._init_cube()              # L1/L0A/L0B/L0C allocators (npu_lab.lang.cube)
         self.dma_bytes_per_cycle = dma_bytes_per_cycle or hw.bytes_per_cycle(hw.core_dma_bandwidth_gbps)
         self._vector_costs: dict = {}      # (name, kind, bytes) -> (cycles, repeats, event name): costs depend on sizes only
         self._dma_costs: dict = {}         # (moved, burst, aligned, bytes/cycle) -> occupancy cycles
@@ -173,7 +200,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
         V→S round trip: the scalar unit stands still until the vector pipe drained (counted in
         the trace's ``scalar_drains``). Source: docs/zh/api/SIMD-API/基础API/同步控制/核内同步/
         SetFlag-WaitFlag(ISASI).md."""
-        src, dst, eid = _event(event, event_id)
+        src, dst, eid = _event(event, event_id, self.core.pipes)
         caller = sys._getframe(1)      # the kernel (no lang code calls set_flag)
         if self.core.flags.get((src, dst, eid)):
             _file, line = self.core.flag_clocks[(src, dst, eid)][-1][1]
@@ -188,7 +215,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
     def wait_flag(self, event: str, event_id: int) -> None:
         """``WaitFlag<HardEvent::SRC_DST>(eventId)``: the destination pipe's next instruction (the
         scalar unit itself when it is S) waits for the oldest unmatched set_flag."""
-        src, dst, eid = _event(event, event_id)
+        src, dst, eid = _event(event, event_id, self.core.pipes)
         self.core.wait_flag(src, dst, eid)
 
     def pipe_barrier(self, pipe: str) -> None:
@@ -204,6 +231,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
         if pipe not in _BARRIER_PIPES:
             raise AscendCRuleError(f"pipe_barrier takes one of {', '.join(_BARRIER_PIPES)}, got {pipe!r}")
         self.core.pipe_barrier(_BARRIER_PIPES[pipe])
+        self._cube_barrier(pipe)           # the cube's Mmad accumulation rule (npu_lab.lang.cube)
 
     # ---- the one place an instruction is issued -----------------------------------------
     def _exec(self, pipe: str, name: str, cost_cycles: float, reads=(), writes=(),
@@ -329,7 +357,7 @@ class KernelContext(DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, LoopOps, D
             fix = (f"a flag from {e_pipe} to {pipe} after {e_name} and its wait before {name}, or "
                    "PipeBarrier<PIPE_ALL>")
         raise RaceError(
-            f"race on UB buffer '{tensor.name}' ({kind}): {name} on pipe {pipe} ({_where(source)}) {verb} "
+            f"race on {getattr(tensor.region, 'buffer', 'UB')} buffer '{tensor.name}' ({kind}): {name} on pipe {pipe} ({_where(source)}) {verb} "
             f"bytes {overlap[0]}..{overlap[1]} that {e_name} on pipe {e_pipe} ({_where(e_source)}) {what}, "
             f"and nothing orders the two: no {event} flag between {e_name} on {e_pipe} and {name} on "
             f"{pipe} ({timing}). Fix: {fix}.",

@@ -48,6 +48,12 @@ class TPosition:
     VECIN = "VECIN"
     VECOUT = "VECOUT"
     VECCALC = "VECCALC"
+    # the cube core's (see "the cube core's buffers" below)
+    A1 = "A1"
+    B1 = "B1"
+    A2 = "A2"
+    B2 = "B2"
+    CO1 = "CO1"
 
 
 QUEUE_PIPES = {TPosition.VECIN: ("MTE2", "V"), TPosition.VECOUT: ("V", "MTE3")}
@@ -55,6 +61,46 @@ _POSITIONS = (TPosition.VECIN, TPosition.VECOUT, TPosition.VECCALC)
 
 #: Fresh UB bytes: real UB holds leftovers; 0xFF reads as NaN (float) or -1 (int).
 UB_GARBAGE_BYTE = 0xFF
+
+
+# ---- the cube core's buffers (issue 17 §1) ---------------------------------------------------------
+# asc-devkit docs/zh/api/SIMD-API/基础API/矩阵计算（ISASI）/概述/矩阵计算流程.md and the TPosition table of
+# 资源管理/TQue: A1/B1 live in L1, A2 in L0A, B2 in L0B, CO1 in L0C. A queue on them syncs the pipes
+# of the matmul flow: GM -MTE2-> L1 -MTE1-> L0A/L0B -M-> L0C -FIX-> GM.
+QUEUE_PIPES.update({TPosition.A1: ("MTE2", "MTE1"), TPosition.B1: ("MTE2", "MTE1"),
+                    TPosition.A2: ("MTE1", "M"), TPosition.B2: ("MTE1", "M"), TPosition.CO1: ("M", "FIX")})
+#: the physical buffer of each position
+BUFFER_OF_POSITION = {TPosition.VECIN: "UB", TPosition.VECOUT: "UB", TPosition.VECCALC: "UB",
+                      TPosition.A1: "L1", TPosition.B1: "L1", TPosition.A2: "L0A", TPosition.B2: "L0B",
+                      TPosition.CO1: "L0C"}
+_POSITIONS = _POSITIONS + (TPosition.A1, TPosition.B1, TPosition.A2, TPosition.B2, TPosition.CO1)
+#: HardwareSpec field of each cube buffer's capacity
+CUBE_BUFFER_FIELDS = {"L1": "l1_bytes", "L0A": "l0a_bytes", "L0B": "l0b_bytes", "L0C": "l0c_bytes"}
+
+
+def buffer_of(tensor) -> str:
+    """The physical buffer a LocalTensor lives in: ``"UB"``, ``"L1"``, ``"L0A"``, ``"L0B"`` or ``"L0C"``."""
+    return getattr(tensor.region, "buffer", "UB")
+
+
+class BufferRegion(UbRegion):
+    """A region of a cube buffer (L1, L0A, L0B, L0C): a UbRegion that knows its buffer, and, in L1,
+    which layout the last GM -> L1 copy wrote into each byte range (``"NZ"`` for an Nd2Nz copy,
+    ``"ND"`` for a contiguous one) so that LoadData can refuse an ND tile (see npu_lab.lang.cube)."""
+
+    __slots__ = ("buffer", "layouts")
+
+    def __init__(self, buffer: str, *args):
+        super().__init__(*args)
+        self.buffer = buffer
+        self.layouts: list[tuple[int, int, str]] = []
+
+    def record_layout(self, lo: int, hi: int, layout: str) -> None:
+        self.layouts = [e for e in self.layouts if not (lo <= e[0] and e[1] <= hi)]
+        self.layouts.append((lo, hi, layout))
+
+    def layout_of(self, lo: int, hi: int) -> set:
+        return {e[2] for e in self.layouts if e[0] < hi and lo < e[1]}
 
 
 class UbOverflowError(MemoryError):
@@ -69,6 +115,8 @@ class UbAllocator:
     """Bump allocator over the core's UB; every buffer is rounded up to 32 bytes. Storage is
     created per buffer (only what is allocated), so a what-if chip with a huge UB costs nothing
     until a kernel uses it."""
+
+    buffer = "UB"
 
     def __init__(self, capacity_bytes: int, block_bytes: int, with_storage: bool, ctx=None):
         self.capacity_bytes = int(capacity_bytes)
@@ -97,15 +145,31 @@ class UbAllocator:
         if size > self.free_bytes:
             held = ", ".join(f"{r.name}={r.nbytes} B" for r in self.held) or "none"
             raise UbOverflowError(
-                f"UB overflow: buffer '{name}' needs {size} bytes ({nbytes} rounded up to "
+                f"{self.buffer} overflow: buffer '{name}' needs {size} bytes ({nbytes} rounded up to "
                 f"{self.block_bytes}-byte blocks) but only {self.free_bytes} of "
                 f"{self.capacity_bytes} bytes are left; already held: {held}. Use a smaller tile "
                 "or fewer buffers.")
         storage = np.full(size, UB_GARBAGE_BYTE, np.uint8) if self.with_storage else None
-        region = UbRegion(name, self.used_bytes, size, storage, self.ctx)
+        region = self._region(name, self.used_bytes, size, storage)
         self.used_bytes += size
         self.held.append(region)
         return region
+
+    def _region(self, name, offset, size, storage) -> UbRegion:
+        return UbRegion(name, offset, size, storage, self.ctx)
+
+
+class CubeBufferAllocator(UbAllocator):
+    """The allocator of one cube buffer (L1, L0A, L0B or L0C): like the UB's, slots in 32-byte
+    units (the instructions check their own, stricter alignments: 512 B on L0A/L0B, 1024 B for
+    Mmad's L0C operand), regions that know their buffer."""
+
+    def __init__(self, buffer: str, capacity_bytes: int, block_bytes: int, with_storage: bool, ctx=None):
+        super().__init__(capacity_bytes, block_bytes, with_storage, ctx)
+        self.buffer = buffer
+
+    def _region(self, name, offset, size, storage) -> UbRegion:
+        return BufferRegion(self.buffer, name, offset, size, storage, self.ctx)
 
 
 def _check_whole(name: str, value, lo: int, hi: int | None = None) -> int:
@@ -152,8 +216,8 @@ class TQue:
 
     def __init__(self, position: str, depth: int = 1):
         if position not in QUEUE_PIPES:
-            raise ValueError(f"TQue position must be VECIN or VECOUT (VECCALC scratch is a TBuf), "
-                             f"got {position!r}")
+            raise ValueError(f"TQue position must be one of {', '.join(QUEUE_PIPES)} (VECCALC scratch is a "
+                             f"TBuf), got {position!r}")
         self.position = position
         self.depth = _check_whole("TQue depth", depth, 1, 8)
         self.producer, self.consumer = QUEUE_PIPES[position]
@@ -263,6 +327,8 @@ class TPipe:
     def __init__(self, core, allocator: UbAllocator):
         self.core = core
         self.allocator = allocator
+        #: physical buffer -> its allocator (a cube core adds L1, L0A, L0B, L0C)
+        self.allocators: dict[str, UbAllocator] = {allocator.buffer: allocator}
         self.queues: list[TQue] = []
         self._names: dict[str, int] = {}
         self._event_ids: dict[str, set] = {}     # HardEvent -> ids AllocEventID'd and not released
@@ -321,6 +387,10 @@ class TPipe:
         self.core.log_call("FetchEventID", (event, eid))
         return eid
 
+    def _reset_event_ids(self) -> None:
+        """Destroy gives every TEventID back (TPipe/Destroy.md: 释放资源)."""
+        self._event_ids.clear()
+
     def _name(self, base: str) -> str:
         n = self._names.get(base, 0)
         self._names[base] = n + 1
@@ -337,7 +407,8 @@ class TPipe:
             num = _check_whole("init_buffer num", args[0], 1, 8)
             nbytes = _check_whole("init_buffer len (bytes)", args[1], 1)
             base = self._name(name or buffer.position.lower())
-            regions = [self.allocator.alloc(nbytes, f"{base}[{i}]" if num > 1 else base) for i in range(num)]
+            allocator = self._allocator_for(buffer.position)
+            regions = [allocator.alloc(nbytes, f"{base}[{i}]" if num > 1 else base) for i in range(num)]
             buffer._bind(self.core, regions, base)
             self.queues.append(buffer)
         elif isinstance(buffer, TBuf):
@@ -346,10 +417,11 @@ class TPipe:
             if buffer.region is not None:
                 raise QueueError("this TBuf already has its memory; call init_buffer once per TBuf")
             nbytes = _check_whole("init_buffer len (bytes)", args[0], 1)
-            buffer.region = self.allocator.alloc(nbytes, self._name(name or "tbuf"))
+            allocator = self._allocator_for(buffer.position)
+            buffer.region = allocator.alloc(nbytes, self._name(name or "tbuf"))
         else:
             raise TypeError(f"init_buffer takes a TQue or a TBuf, got {type(buffer).__name__}")
-        self.core.log_call("InitBuffer", (self.allocator.used_bytes, args))
+        self.core.log_call("InitBuffer", (allocator.used_bytes, args))
 
     # ---- lifecycle: Init / Destroy / Reset (docs/zh/api/SIMD-API/基础API/资源管理/TPipe/) ----------
     # The constructor has already called Init ("Tpipe构造函数内部已调用Init"); reusing a TPipe is
@@ -370,7 +442,8 @@ class TPipe:
         if getattr(self, "_destroyed", False):
             raise QueueError("TPipe.destroy(): already destroyed; call init() before using or destroying it again")
         self.core.pipe_barrier("ALL")
-        self.allocator.release_all()
+        for allocator in self.allocators.values():
+            allocator.release_all()
         for q in self.queues:
             q._released = True
         self.queues = []
@@ -391,3 +464,17 @@ class TPipe:
     def _need_alive(self, what: str) -> None:
         if getattr(self, "_destroyed", False):
             raise QueueError(f"{what} on a destroyed TPipe: call init() (TPipe/Init.md) before giving out buffers again")
+
+    def _allocator_for(self, position: str) -> UbAllocator:
+        """The allocator of the buffer ``position`` lives in, or a QueueError when this core has
+        no such buffer (a vector core has no L1/L0; the 910B's cube core has no UB)."""
+        buffer = BUFFER_OF_POSITION[position]
+        allocator = self.allocators.get(buffer)
+        if allocator is None:
+            have = ", ".join(self.allocators)
+            raise QueueError(
+                f"TPosition::{position} lives in {buffer}, which this core does not have (it has {have}). "
+                "On the 910B the cube core (AIC) has L1/L0A/L0B/L0C and the vector core (AIV) the UB: "
+                "launch a cube kernel (npu_kernel(core_type='cube')) for A1/B1/A2/B2/CO1, a vector one for "
+                "VECIN/VECOUT/VECCALC (docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md)")
+        return allocator

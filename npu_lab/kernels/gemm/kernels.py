@@ -1,0 +1,219 @@
+"""The GEMM kernels on the cube core (pipes MTE2 -> MTE1 -> M -> FIX), beside their C++ listings
+(``gemm_naive.cpp``, ``gemm_tiled.cpp``).
+
+Shapes: A [M, K] and C [M, N] row-major (ND) in GM; B [K, N] for half inputs (loaded with
+``ifTranspose``), Bᵀ [N, K] for int8 / float (LoadData transposes b16 only, LoadData_2D.md: a
+transposed weight's NZ fractals already are L0B's ZN fractals). Each block runs the tasks
+:func:`~npu_lab.kernels.gemm.tiling.block_tasks` gives it; a task is (M-tile, N-tile, K-split) of
+the 3D task grid. Tails (M, N, K not multiples of 16) are handled by the instructions' own
+rules: Nd2Nz pads a row to 32 B with zeros, Mmad reads only its k valid columns, Fixpipe writes
+only mSize x nSize values. Mmad gets m rounded up to 16 (the padding rows are never copied out;
+m = 1 would switch on GEMV mode).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...lang import (FixpipeParamsV220, GlobalTensor, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, TQue,
+                     npu_kernel)
+from ...lang.memory import TPosition
+from .tiling import GemmTiling, a1_buffers, b1_buffers, block_tasks
+
+__all__ = ["gemm_naive_kernel", "gemm_tiled_kernel", "gemm_block_classes", "round16", "ceil_div", "fixpipe_quant",
+           "load_a_l0a", "load_b_l0b", "copy_b_l1"]
+
+
+def round16(x: int) -> int:
+    """``x`` rounded up to a multiple of 16 (one fractal edge)."""
+    return -(-x // 16) * 16
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for whole numbers."""
+    return -(-a // b)
+
+
+def gemm_block_classes(block_dim, a_gm, b_gm, c_gm, atomic, tiling_bytes):
+    """Blocks whose tasks have the same shapes do identical work (costs depend on shapes only)."""
+    t = GemmTiling.unpack(tiling_bytes)
+    seen: dict = {}
+    return np.array([seen.setdefault(tuple(t.task_shape(x) for x in block_tasks(t, b)), len(seen))
+                     for b in range(block_dim)])
+
+
+def fixpipe_quant(acc_dtype: np.dtype, out_dtype: np.dtype) -> str:
+    """Fixpipe's quantPre for an L0C ``acc_dtype`` written to GM as ``out_dtype``."""
+    if acc_dtype == out_dtype:
+        return QuantMode_t.NoQuant
+    return QuantMode_t.F322F16 if acc_dtype == np.float32 else QuantMode_t.DEQF16
+
+
+def load_a_l0a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None:
+    """L1 NZ panel -> L0A ZZ, one LoadData per K fractal column j of this base K tile: the column's
+    m1 fractals are adjacent in L1 (the panel's fractal (i, j) is number j*m1 + i) and land k1
+    fractals apart in L0A (ZZ: row block i holds fractals i*k1 .. i*k1 + k1 - 1), so dstGap = k1 - 1."""
+    k1 = ceil_div(vk, k0)
+    for j in range(k1):
+        ctx.load_data(a2[j * fe], a1, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0))
+
+
+def load_b_l0b(ctx, b2, b1, b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> None:
+    """L1 NZ panel -> L0B ZN. Half: B [k, n] panel, each 16x16 fractal transposed; int8 / float: the
+    Bᵀ [n, k] panel's fractals are ZN already."""
+    if b16:
+        kp1 = ceil_div(vk_panel, 16)
+        for i in range(ceil_div(vk, 16)):
+            ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams(kb // 16 + i, n1, kp1, 0, 0, True, 0))
+    else:
+        for i in range(ceil_div(vk, k0)):
+            ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams((kb // k0 + i) * n1, n1, 1, 0, 0, False, 0))
+
+
+def copy_b_l1(ctx, b1, b_gm: GlobalTensor, b16: bool, k_at: int, n_at: int, vk: int, vn: int, K: int, N: int) -> None:
+    """GM -> L1 (MTE2, Nd2Nz) of the B panel of K rows [k_at, k_at + vk) and N columns [n_at, n_at + vn)."""
+    if b16:      # B [K, N]: the panel's K rows, N columns
+        ctx.data_copy(b1, b_gm[k_at * N + n_at], Nd2NzParams(1, vk, vn, 0, N, round16(vk), 1, 0))
+    else:        # Bᵀ [N, K]: the panel's N rows, K columns
+        ctx.data_copy(b1, b_gm[n_at * K + k_at], Nd2NzParams(1, vn, vk, 0, K, round16(vn), 1, 0))
+
+
+@npu_kernel(core_type="cube", block_classes=gemm_block_classes)
+def gemm_naive_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalTensor, atomic: bool,
+                      tiling_bytes: bytes):
+    """v1: one base tile at a time. For every (C base tile, base K step): copy the A and B base
+    tiles GM -> L1, load them into L0A / L0B, Mmad into L0C; Fixpipe the tile out. One buffer per
+    queue, so each step waits for the last; every A tile is read again for each N tile, every B
+    tile for each M tile. Listing: gemm_naive.cpp."""
+    t = GemmTiling.unpack(tiling_bytes)
+    dt = a_gm.dtype
+    acc = np.dtype(np.int32) if dt == np.int8 else np.dtype(np.float32)
+    size, k0 = dt.itemsize, 32 // dt.itemsize
+    fe, b16 = 512 // size, size == 2
+    M, N, K = t.M, t.N, t.Ka
+    bm, bn, bk = t.baseM, t.baseN, t.baseK
+    qa1, qb1 = TQue(TPosition.A1, 1), TQue(TPosition.B1, 1)
+    qa2, qb2, qc = TQue(TPosition.A2, 1), TQue(TPosition.B2, 1), TQue(TPosition.CO1, 1)
+    ctx.pipe.init_buffer(qa1, 1, bm * bk * size, name="a1")
+    ctx.pipe.init_buffer(qb1, 1, bk * bn * size, name="b1")
+    ctx.pipe.init_buffer(qa2, 1, bm * bk * size, name="a2")
+    ctx.pipe.init_buffer(qb2, 1, bk * bn * size, name="b2")
+    ctx.pipe.init_buffer(qc, 1, bm * bn * 4, name="c")
+    quant = fixpipe_quant(acc, c_gm.dtype)
+    for task in block_tasks(t, ctx.get_block_idx()):
+        mi, ni, _ = t.task_coords(task)
+        tm, tn, _ = t.task_shape(task)
+        for mb in range(0, tm, bm):
+            vm = min(bm, tm - mb)
+            m16 = round16(vm)
+            row = mi * t.singleCoreM + mb
+            for j in ctx.tile_loop(ceil_div(tn, bn), key=lambda j: min(bn, tn - j * bn)):   # for nb in 0..tn step bn
+                nb = j * bn
+                vn = min(bn, tn - nb)
+                col = ni * t.singleCoreN + nb
+                c = qc.alloc_tensor(acc)
+                for kb in range(0, K, bk):
+                    vk = min(bk, K - kb)
+                    a1, b1 = qa1.alloc_tensor(dt), qb1.alloc_tensor(dt)
+                    ctx.data_copy(a1, a_gm[row * K + kb], Nd2NzParams(1, vm, vk, 0, K, m16, 1, 0))
+                    copy_b_l1(ctx, b1, b_gm, b16, kb, col, vk, vn, K, N)
+                    qa1.enque(a1)
+                    qb1.enque(b1)
+                    a1, b1 = qa1.deque(dt), qb1.deque(dt)
+                    a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
+                    load_a_l0a(ctx, a2, a1, m16 // 16, 0, vk, k0, fe)
+                    load_b_l0b(ctx, b2, b1, b16, 0, vk, vk, ceil_div(vn, 16), k0, fe)
+                    qa1.free_tensor(a1)
+                    qb1.free_tensor(b1)
+                    qa2.enque(a2)
+                    qb2.enque(b2)
+                    a2, b2 = qa2.deque(dt), qb2.deque(dt)
+                    if kb and (m16 // 16) * (vn // 16) < 10:
+                        ctx.pipe_barrier("PIPE_M")      # Mmad.md: small accumulating Mmads need it
+                    ctx.mmad(c, a2, b2, MmadParams(m16, vn, vk, 0, False, kb == 0))
+                    qa2.free_tensor(a2)
+                    qb2.free_tensor(b2)
+                qc.enque(c)
+                c = qc.deque(acc)
+                ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
+                qc.free_tensor(c)
+
+
+@npu_kernel(core_type="cube", block_classes=gemm_block_classes)
+def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalTensor, atomic: bool,
+                      tiling_bytes: bytes):
+    """v2 / v3 / v4: L1 panels of ``stepKa`` base K tiles (one Nd2Nz copy feeds several Mmads); the
+    A panel stays in L1 across the N tiles when it covers the task's K (``isReuseA``). The tiling's
+    buffer counts decide the overlap (v3: two of everything, so MTE2 fills the next panel and MTE1
+    the next L0 tile while M works, and FIX drains one L0C tile while M fills the other). With a
+    K-split (v4) each task adds its partial sum into C in GM: ``atomic`` switches on
+    ``SetAtomicAdd`` (without it the tasks overwrite each other). Listing: gemm_tiled.cpp."""
+    t = GemmTiling.unpack(tiling_bytes)
+    dt = a_gm.dtype
+    acc = np.dtype(np.int32) if dt == np.int8 else np.dtype(np.float32)
+    size, k0 = dt.itemsize, 32 // dt.itemsize
+    fe, b16 = 512 // size, size == 2
+    M, N, K = t.M, t.N, t.Ka
+    bm, bn, bk = t.baseM, t.baseN, t.baseK
+    k_l1 = min(t.stepKa * bk, -(-t.singleCoreK // bk) * bk)
+    qa1, qb1 = TQue(TPosition.A1, 1), TQue(TPosition.B1, 1)
+    qa2, qb2, qc = TQue(TPosition.A2, 1), TQue(TPosition.B2, 1), TQue(TPosition.CO1, 1)
+    ctx.pipe.init_buffer(qa1, a1_buffers(t), round16(bm) * k_l1 * size, name="a1")      # depthA1 / stepKa panels
+    ctx.pipe.init_buffer(qb1, b1_buffers(t), k_l1 * round16(bn) * size, name="b1")
+    ctx.pipe.init_buffer(qa2, t.dbL0A, bm * bk * size, name="a2")
+    ctx.pipe.init_buffer(qb2, t.dbL0B, bk * bn * size, name="b2")
+    ctx.pipe.init_buffer(qc, t.dbL0C, bm * bn * 4, name="c")
+    quant = fixpipe_quant(acc, c_gm.dtype)
+    if atomic:
+        ctx.set_atomic_add(c_gm.dtype)         # Fixpipe adds into C: the K-split's partial sums meet in GM
+    for task in block_tasks(t, ctx.get_block_idx()):
+        mi, ni, ki = t.task_coords(task)
+        tm, tn, tk = t.task_shape(task)
+        k_at = ki * t.singleCoreK
+        for mb in range(0, tm, bm):
+            vm = min(bm, tm - mb)
+            m16 = round16(vm)
+            row = mi * t.singleCoreM + mb
+            a1 = None
+            # a for loop over the N tiles (ctx.tile_loop: fast-forwarded when timing only; the key
+            # tells which iterations issue the same work: the tail tile and the first, which loads A)
+            for j in ctx.tile_loop(ceil_div(tn, bn), key=lambda j: (min(bn, tn - j * bn), j == 0 or not t.isReuseA)):
+                nb = j * bn
+                vn = min(bn, tn - nb)
+                col = ni * t.singleCoreN + nb
+                c = qc.alloc_tensor(acc)
+                for kc in range(0, tk, k_l1):        # not a tile_loop: the N loop above is one (they do not nest)
+                    vkc = min(k_l1, tk - kc)
+                    if a1 is None or not t.isReuseA:
+                        if a1 is not None:
+                            qa1.free_tensor(a1)
+                        a1 = qa1.alloc_tensor(dt)
+                        ctx.data_copy(a1, a_gm[row * K + k_at + kc], Nd2NzParams(1, vm, vkc, 0, K, m16, 1, 0))
+                        qa1.enque(a1)
+                        a1 = qa1.deque(dt)
+                    b1 = qb1.alloc_tensor(dt)
+                    copy_b_l1(ctx, b1, b_gm, b16, k_at + kc, col, vkc, vn, K, N)
+                    qb1.enque(b1)
+                    b1 = qb1.deque(dt)
+                    for kb in range(0, vkc, bk):
+                        vk = min(bk, vkc - kb)
+                        a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
+                        load_a_l0a(ctx, a2, a1, m16 // 16, kb, vk, k0, fe)
+                        load_b_l0b(ctx, b2, b1, b16, kb, vk, vkc, ceil_div(vn, 16), k0, fe)
+                        qa2.enque(a2)
+                        qb2.enque(b2)
+                        a2, b2 = qa2.deque(dt), qb2.deque(dt)
+                        first = kc == 0 and kb == 0
+                        if not first and (m16 // 16) * (vn // 16) < 10:
+                            ctx.pipe_barrier("PIPE_M")  # Mmad.md: small accumulating Mmads need it
+                        ctx.mmad(c, a2, b2, MmadParams(m16, vn, vk, 0, False, first))
+                        qa2.free_tensor(a2)
+                        qb2.free_tensor(b2)
+                    qb1.free_tensor(b1)
+                qc.enque(c)
+                c = qc.deque(acc)
+                ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
+                qc.free_tensor(c)
+            qa1.free_tensor(a1)
+    if atomic:
+        ctx.disable_dma_atomic()

@@ -1,0 +1,498 @@
+"""The cube core's instructions (issue 17 §1): ``DataCopy`` GM -> L1 with ``Nd2NzParams``,
+``LoadData`` L1 -> L0A / L0B with ``LoadData2DParams``, ``Mmad`` with ``MmadParams``, ``Fixpipe``
+L0C -> GM with ``FixpipeParamsV220``, and ``SetAtomicAdd`` / ``DisableDmaAtomic`` for Fixpipe's
+accumulation into GM. Mixed into :class:`~npu_lab.lang.context.KernelContext` like the vector ops.
+
+The matmul flow (asc-devkit examples/01_simd_cpp_api/00_introduction/02_matrix/matmul_basic_api/
+matmul_basic_api.asc; docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md)::
+
+    GM --MTE2 DataCopy+Nd2Nz--> L1 (A1/B1, NZ) --MTE1 LoadData--> L0A (A2, ZZ) / L0B (B2, ZN)
+       --M Mmad--> L0C (CO1, NZ, fp32/int32) --FIX Fixpipe (NZ2ND, quantPre, relu)--> GM
+
+Layouts are real data layouts in the simulated buffers (C0 = 32 B / sizeof(T) elements; a
+fractal is 16 rows x 32 B = 512 B in L1/L0A/L0B, 16 x 16 accumulators in L0C):
+
+* **NZ** (L1, written by Nd2Nz): the matrix cut into column blocks C0 wide; each block stores its
+  rows one after another (row r of block j at ``j*dstNzC0Stride*C0 + r*dstNzNStride*C0``);
+* **ZZ** (L0A, what Mmad reads as A[m, k]): 16-row blocks one after another, inside each the
+  k-fractals one after another, each fractal row-major: A[r, c] at
+  ``((r//16)*K1 + c//k0)*512 B + (r%16)*32 B + (c%k0)*sizeof(T)`` with K1 = ceil(k/k0) fractals;
+* **ZN** (L0B, B[k, n]): k-fractal rows one after another, the n-fractals inside them, each fractal
+  column-major (n-major): B[c, n] at ``((c//k0)*N1 + n//16)*512 B + (n%16)*32 B + (c%k0)*sizeof(T)``;
+* **NZ** (L0C, C[m, n]): 16-column blocks, M1*16 rows each: C[r, n] at
+  ``(n//16)*M1*256 + r*16 + n%16`` accumulators.
+
+So a load with the wrong strides, a B tile loaded without ``ifTranspose``, or an ND tile in L1
+computes wrong numbers here as it would on the chip — and where the chip is silently wrong in a
+way a course kernel runs into, the simulator raises and says what the chip would have done:
+LoadData from an L1 range a plain (ND) DataCopy filled is refused, because the hardware would take
+512 bytes of consecutive rows as a fractal.
+
+Each rule cites its page; pages are under docs/zh/api/SIMD-API/基础API/矩阵计算（ISASI）/.
+Simplifications (said where they apply): GEMV mode (Mmad with m = 1) and the unitFlag handshake
+are not modelled (refused), nor the bias table, Fixpipe's ndNum > 1, channel split or the
+L0C -> L1 / UB paths; bfloat16 has no numpy type here (refused, "not modelled").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sim.costs import round_up, scalar_cycles
+from ..sim.cube_costs import fixpipe_cycles, k0_of, load_data_cycles, mmad_cycles
+from ..sim.l2 import gm_bytes_per_cycle
+from .cube_params import (FIXPIPE_PAGE, LOAD2D_PAGE, MMAD_PAGE, ND2NZ_PAGE, FixpipeParamsV220, LoadData2DParams,
+                          MmadParams, Nd2NzParams, QuantMode_t)
+from .errors import AscendCRuleError, CapabilityError
+from .memory import CUBE_BUFFER_FIELDS, CubeBufferAllocator, UbAllocator, buffer_of
+from .tensor import GlobalTensor, LocalTensor
+
+_ISASI = "docs/zh/api/SIMD-API/基础API/矩阵计算（ISASI）/"
+KALIGN_PAGE = _ISASI + "Mmad计算关键特性说明/K-方向对齐约束.md"
+ATOMIC_PAGE = "docs/zh/api/SIMD-API/基础API/原子操作/SetAtomicAdd.md"
+DISABLE_ATOMIC_PAGE = "docs/zh/api/SIMD-API/基础API/原子操作/DisableDmaAtomic.md"
+ARCH_2201 = "docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md"
+ARCH_2002 = "docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2002.md"
+
+FRACTAL_BYTES = 512
+#: Mmad (fm, filter) dtypes -> allowed dst dtypes, per ISA (Mmad.md 表7 for A2; 表9 for the 310P AI Core)
+MMAD_TYPES = {
+    "ascend910b": {("float16", "float16"): ("float32",), ("float32", "float32"): ("float32",),
+                   ("int8", "int8"): ("int32",)},
+    "ascend310p": {("int8", "int8"): ("int32",), ("uint8", "int8"): ("int32",),
+                   ("float16", "float16"): ("float16", "float32")},
+}
+#: DataCopy ND2NZ dtypes per ISA (DataCopy（GMToL1随路转换-ND2NZ搬运）.md, 数据类型)
+ND2NZ_TYPES = {
+    "ascend910b": ("int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "float32"),
+    "ascend310p": ("int16", "uint16", "int32", "uint32", "float16", "float32"),
+}
+#: LoadData (2D) dtypes per ISA (LoadData_2D.md, 数据类型)
+LOAD2D_TYPES = {
+    "ascend910b": ("uint8", "int8", "uint16", "int16", "float16", "uint32", "int32", "float32"),
+    "ascend310p": ("uint8", "int8", "uint16", "int16", "float16"),
+}
+#: Fixpipe quantPre -> (L0C dtype, GM dtype) pairs it converts (Fixpipe（L0C到GM数据搬运）.md, 表4 and 数据类型)
+FIXPIPE_QUANT = {
+    QuantMode_t.NoQuant: (("float32", "float32"), ("int32", "int32")),
+    QuantMode_t.F322F16: (("float32", "float16"),),
+    QuantMode_t.DEQF16: (("int32", "float16"),),
+}
+#: SetAtomicAdd<T> dtypes (SetAtomicAdd.md: A2 int8, int16, half, bfloat16, int32, float)
+ATOMIC_TYPES = ("int8", "int16", "float16", "int32", "float32")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_DTYPE_OK: set = set()      # (isa, instruction, dtype) already found supported
+_ND2NZ_PLANS: dict = {}     # (Nd2NzParams, dtype) -> index plan (shapes only)
+_LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer) -> fractal indices, sizes, cost
+
+
+class CubeOps:
+    """Mixed into :class:`~npu_lab.lang.context.KernelContext` (before DmaOps: ``data_copy`` with an
+    ``Nd2NzParams`` is handled here, everything else falls through to DmaOps)."""
+
+    # ---- set-up -------------------------------------------------------------------------
+    def _init_cube(self) -> None:
+        """Give a cube core its buffers: one allocator each for L1, L0A, L0B, L0C (capacities from
+        the spec: NPU架构版本2201.md / 2002.md); the 310P's AI core, which holds the vector unit too,
+        keeps its UB. FIX writes to GM, so its results complete a DMA latency after it."""
+        hw, storage = self.hw, not self.timing_only
+        allocators = {buf: CubeBufferAllocator(buf, getattr(hw, field), hw.block_bytes, storage, self)
+                      for buf, field in CUBE_BUFFER_FIELDS.items()}
+        self.pipe.allocators = dict(allocators)
+        if hw.isa == "ascend310p":
+            self.pipe.allocators["UB"] = UbAllocator(hw.ub_bytes, hw.block_bytes, storage, self)
+        self.pipe.allocator = allocators["L1"]
+        self.ub = allocators["L1"]
+        self.core.latency["FIX"] = float(round(hw.dma_latency_cycles))
+        self._atomic = None               # SetAtomicAdd<T>'s dtype while atomic add is on
+        self._mmad_unbarriered = None     # (region, lo, hi) of the last Mmad's L0C write since PIPE_M
+
+    def _require_cube(self, what: str) -> None:
+        if self.core_type != "cube":
+            raise CapabilityError(
+                f"{self.hw.name}: {what} runs on the cube core (AIC), and this kernel runs on vector cores "
+                f"(AIV), which have no cube unit, L1 or L0 buffers ({ARCH_2201}: Cube和Vector分离部署). "
+                "Declare the kernel with npu_kernel(core_type='cube').")
+
+    def _rule_at(self, message: str, page: str):
+        raise AscendCRuleError(f"{message} ({page})")
+
+    def _check_dtype(self, what: str, dtype, table: dict, page: str) -> None:
+        key = (self.hw.isa, what, dtype)
+        if key in _DTYPE_OK:
+            return
+        name = np.dtype(dtype).name
+        allowed = table.get(self.hw.isa, ())
+        if name in allowed:
+            _DTYPE_OK.add(key)
+            return
+        if name not in allowed:
+            raise CapabilityError(f"{self.hw.name}: {what} has no {name} form on this chip ({page}, 数据类型: "
+                                  f"{', '.join(allowed)})")
+
+    # ---- GM -> L1 -----------------------------------------------------------------------
+    def data_copy(self, dst, src, count_or_params) -> None:
+        """``DataCopy(dst, src, Nd2NzParams)``: GM -> L1 (A1/B1) with ND -> NZ conversion on MTE2
+        (ND2NZ_PAGE). Any other DataCopy goes to :meth:`DmaOps.data_copy`; one into L1 marks the
+        range as ND (a later LoadData from it is refused, see the module docstring); one into
+        L0A/L0B/L0C is refused (those are filled by LoadData and Mmad)."""
+        if isinstance(count_or_params, Nd2NzParams):
+            self._data_copy_nd2nz(dst, src, count_or_params)
+            return
+        local = dst if isinstance(dst, LocalTensor) else src if isinstance(src, LocalTensor) else None
+        buf = buffer_of(local) if local is not None else "UB"
+        if buf in ("L0A", "L0B", "L0C"):
+            self._rule_at(f"DataCopy to or from '{local.name}' in {buf}: GM <-> {buf} is not a DataCopy path. "
+                          "Copy GM -> L1 (DataCopy with Nd2NzParams), then LoadData L1 -> L0A/L0B; results leave "
+                          "L0C by Fixpipe", _ISASI + "矩阵计算的搬入/总体说明.md")
+        super().data_copy(dst, src, count_or_params)
+        if buf == "L1" and local is dst:
+            n = getattr(count_or_params, "block_count", None)
+            nbytes = (n * (count_or_params.block_len + count_or_params.dst_stride) * 32 if n is not None
+                      else int(count_or_params) * dst.dtype.itemsize)
+            dst.region.record_layout(dst.byte_offset, dst.byte_offset + nbytes, "ND")
+
+    def _nd2nz_plan(self, p: Nd2NzParams, dtype, dst_count: int, src_size: int, dst_name: str, src_name: str):
+        """(dst element of each copied value, src element of each, dst elements of the zero
+        padding, dst extent, src extent in elements), checked against both tensors; the index
+        arrays are cached by (params, dtype): they depend on the shape only."""
+        key = (p, dtype)
+        plan = _ND2NZ_PLANS.get(key)
+        if plan is None:
+            c0 = 32 // dtype.itemsize
+            blocks = _ceil(p.d_value, c0)
+            i = np.arange(p.nd_num)[:, None, None]
+            r = np.arange(p.n_value)[None, :, None]
+            c = np.arange(blocks * c0)[None, None, :]
+            dst = i * p.dst_nz_matrix_stride + (c // c0) * p.dst_nz_c0_stride * c0 + r * p.dst_nz_n_stride * c0 + c % c0
+            src = np.broadcast_to(i * p.src_nd_matrix_stride + r * p.src_d_value + c, dst.shape)
+            real = np.broadcast_to(c < p.d_value, dst.shape)
+            starts = dst[..., ::c0].ravel()
+            overlap = p.nd_num * p.n_value * blocks > len(np.unique(starts)) and \
+                not (p.nd_num > 1 and p.dst_nz_matrix_stride == 0)
+            plan = (dst[real], src[real], dst[~real], int(dst.max()) + 1, int(src[real].max()) + 1, overlap)
+            if len(_ND2NZ_PLANS) > 256:
+                _ND2NZ_PLANS.clear()
+            _ND2NZ_PLANS[key] = plan
+        dst_idx, src_idx, pad_idx, extent, src_extent, overlap = plan
+        if extent > dst_count:
+            self._rule_at(f"DataCopy Nd2Nz with {p}: the NZ result spans {extent} elements of '{dst_name}', which "
+                          f"has {dst_count}; enlarge the L1 buffer or fix dstNzC0Stride / dstNzNStride (in 32-B units)",
+                          ND2NZ_PAGE)
+        if src_extent > src_size:
+            self._rule_at(f"DataCopy Nd2Nz with {p}: reads {src_extent} elements of '{src_name}', which has "
+                          f"{src_size}; check nValue, dValue, srcDValue (a row's length in GM, in elements)",
+                          ND2NZ_PAGE)
+        if overlap:
+            self._rule_at(f"DataCopy Nd2Nz with {p}: rows of the NZ result land on the same 32-B unit of L1 "
+                          f"(dstNzC0Stride={p.dst_nz_c0_stride} < nValue={p.n_value} x dstNzNStride="
+                          f"{p.dst_nz_n_stride}?). 搬运至L1 Buffer的数据不能重叠: the hardware gives no warning and "
+                          "the order of the overlapping writes is not guaranteed. Use dstNzC0Stride >= the rows "
+                          "(rounded up to 16 for a fractal-aligned tile)", ND2NZ_PAGE)
+        return dst_idx, src_idx, pad_idx, extent
+
+    def _data_copy_nd2nz(self, dst, src, p: Nd2NzParams) -> None:
+        if not (isinstance(dst, LocalTensor) and isinstance(src, GlobalTensor)):
+            raise TypeError(f"DataCopy with Nd2NzParams moves a GlobalTensor into an L1 LocalTensor (A1/B1); got "
+                            f"{type(src).__name__} -> {type(dst).__name__} ({ND2NZ_PAGE})")
+        buf = buffer_of(dst)
+        if buf != "L1":
+            self._rule_at(f"DataCopy with Nd2NzParams: the destination must be in L1 (TPosition A1/B1); "
+                          f"'{dst.name}' is in {buf}. ND -> NZ conversion exists only on the GM -> L1 path here; "
+                          "allocate the tile from a TQue<TPosition::A1> (or B1)", ND2NZ_PAGE)
+        if dst.dtype != src.dtype:
+            raise TypeError(f"DataCopy Nd2Nz does not convert types: {src.dtype.name} -> {dst.dtype.name} "
+                            f"({ND2NZ_PAGE}: 源矩阵和目的矩阵支持的数据类型保持一致)")
+        self._check_dtype("DataCopy (GM -> L1, ND2NZ)", dst.dtype, ND2NZ_TYPES, ND2NZ_PAGE)
+        if dst.ub_address % 32:
+            self._rule_at(f"DataCopy Nd2Nz: the L1 address of '{dst.name}' (+{dst.byte_offset} B) is not 32-byte "
+                          "aligned (位于L1 Buffer的目的地址必须32字节对齐); start it at a multiple of "
+                          f"{32 // dst.dtype.itemsize} elements", ND2NZ_PAGE)
+        if p.nd_num == 0 or p.n_value == 0 or p.d_value == 0:
+            return                                           # the page: a NOP
+        dst_idx, src_idx, pad_idx, extent = self._nd2nz_plan(p, dst.dtype, dst.count, src.size, dst.name, src.name)
+        size = dst.dtype.itemsize
+        rows = p.nd_num * p.n_value
+        row_bytes = p.d_value * size
+        gm_bytes = rows * row_bytes
+        moved = rows * round_up(row_bytes, 32)
+        contiguous = p.src_d_value == p.d_value and (p.nd_num == 1 or p.src_nd_matrix_stride == p.n_value * p.d_value)
+        lo = dst.byte_offset
+        self._dma("MTE2", f"DataCopy GM->L1 Nd2Nz {p.nd_num}x{p.n_value}x{p.d_value}", dst, lo, lo + extent * size,
+                  moved, gm_bytes, rows * p.d_value, gm=src, block_count=1 if contiguous else rows,
+                  burst_bytes=moved if contiguous else round_up(row_bytes, 32),
+                  gm_step_bytes=p.src_d_value * size)
+        dst.region.record_layout(lo, lo + extent * size, "NZ")
+        if not self.timing_only:
+            d = dst.data
+            d[dst_idx] = src.data[src_idx]
+            d[pad_idx] = 0                                   # 在目的矩阵中会补0对齐到32字节
+
+    # ---- L1 -> L0A / L0B ----------------------------------------------------------------
+    def load_data(self, dst, src, load_data_params: LoadData2DParams) -> None:
+        """``LoadData(dst, src, LoadData2DParams)``: ``repeatTimes`` 512-byte fractals L1 (A1/B1) ->
+        L0A (A2) or L0B (B2) on MTE1, each transposed when ``ifTranspose`` (b16 only). Rules and
+        dtypes: LOAD2D_PAGE; cost: Cube指令理论性能汇总.md 表3 (npu_lab.sim.cube_costs)."""
+        p = load_data_params
+        if not isinstance(p, LoadData2DParams):
+            raise TypeError(f"load_data takes a LoadData2DParams, got {type(p).__name__} ({LOAD2D_PAGE})")
+        self._require_cube("LoadData")
+        if isinstance(src, GlobalTensor):
+            self._rule_at("LoadData GM -> L0A/L0B is not modelled; copy the tile GM -> L1 with DataCopy + "
+                          "Nd2NzParams, then LoadData L1 -> L0A/L0B", LOAD2D_PAGE)
+        if not (isinstance(dst, LocalTensor) and isinstance(src, LocalTensor)):
+            raise TypeError(f"load_data moves a LocalTensor in L1 to one in L0A/L0B; got {type(src).__name__} -> "
+                            f"{type(dst).__name__}")
+        dbuf, sbuf = buffer_of(dst), buffer_of(src)
+        if dbuf not in ("L0A", "L0B"):
+            self._rule_at(f"LoadData: the destination must be in L0A (TPosition A2) or L0B (B2); '{dst.name}' is "
+                          f"in {dbuf}", LOAD2D_PAGE)
+        if sbuf != "L1":
+            self._rule_at(f"LoadData: the source of an L1 -> L0 load must be in L1 (TPosition A1/B1); "
+                          f"'{src.name}' is in {sbuf}. Data reaches L1 from GM by DataCopy with Nd2NzParams",
+                          LOAD2D_PAGE)
+        if dst.dtype != src.dtype:
+            raise TypeError(f"LoadData does not convert types: {src.dtype.name} -> {dst.dtype.name} ({LOAD2D_PAGE})")
+        self._check_dtype("LoadData (2D)", dst.dtype, LOAD2D_TYPES, LOAD2D_PAGE)
+        size = dst.dtype.itemsize
+        if p.if_transpose and size != 2:
+            self._rule_at(f"LoadData ifTranspose=true on {dst.dtype.name}: 开启转置功能时，源操作数、目的操作数仅支持"
+                          "b16数据类型. For int8 / float keep B transposed in GM (an [N, K] matrix): its NZ "
+                          "fractals are already the ZN fractals L0B needs, loaded without ifTranspose", LOAD2D_PAGE)
+        if dst.ub_address % FRACTAL_BYTES:
+            self._rule_at(f"LoadData: the {dbuf} address of '{dst.name}' (+{dst.byte_offset} B) is not 512-byte "
+                          "aligned (目的地址位于L0A Buffer/L0B Buffer时，地址必须512字节对齐); step in whole "
+                          f"fractals ({FRACTAL_BYTES // size} {dst.dtype.name} elements)", LOAD2D_PAGE)
+        if src.ub_address % 32:
+            self._rule_at(f"LoadData: the L1 address of '{src.name}' (+{src.byte_offset} B) is not 32-byte aligned",
+                          LOAD2D_PAGE)
+        if p.repeat_times == 0:
+            return
+        key = (p, dst.dtype, dbuf)
+        plan = _LOAD_PLANS.get(key)
+        if plan is None:
+            fe = FRACTAL_BYTES // size
+            src_frac = p.start_index + np.arange(p.repeat_times) * p.src_stride
+            dst_frac = np.arange(p.repeat_times) * (1 + p.dst_gap)
+            lane = np.arange(fe)
+            nbytes = p.repeat_times * FRACTAL_BYTES
+            t = " transposed" if p.if_transpose else ""
+            plan = (fe, int(src_frac[-1]), int(dst_frac[-1]), (int(src_frac[-1]) + 1) * fe, (int(dst_frac[-1]) + 1) * fe,
+                    int(src_frac.min()) * FRACTAL_BYTES, (src_frac[:, None] * fe + lane).ravel(),
+                    (dst_frac[:, None] * fe + lane).ravel(), nbytes, load_data_cycles(self.hw, nbytes, dbuf),
+                    f"LoadData L1->{dbuf} {p.repeat_times}x512 B{t}")
+            if len(_LOAD_PLANS) > 1024:
+                _LOAD_PLANS.clear()
+            _LOAD_PLANS[key] = plan
+        fe, src_last, dst_last, src_need, dst_need, lo_off, src_idx, dst_idx, nbytes, cost, name = plan
+        if src_need > src.count:
+            self._rule_at(f"LoadData with {p}: reads fractal {src_last} of '{src.name}', whose "
+                          f"{src.count} elements hold {src.count // fe} whole fractals (L1 Buffer的剩余大小不足1个分形: "
+                          f"the hardware raises an exception, {ARCH_2201})", LOAD2D_PAGE)
+        if dst_need > dst.count:
+            self._rule_at(f"LoadData with {p}: writes fractal {dst_last} of '{dst.name}', which holds "
+                          f"{dst.count // fe}; enlarge the {dbuf} buffer or load fewer fractals", LOAD2D_PAGE)
+        lo = src.byte_offset + lo_off
+        hi = src.byte_offset + src_need * size
+        if src.region.layouts and "ND" in src.region.layout_of(lo, hi):
+            self._rule_at(f"LoadData from '{src.name}': its L1 bytes were written by a plain DataCopy, so they hold "
+                          "the tile row after row (ND). LoadData moves 512-byte fractals (16 rows x 32 B of an NZ "
+                          "tile); from ND data the hardware would take 16 x 32 B of consecutive row pieces as one "
+                          "fractal and Mmad would compute a wrong product, silently. Copy GM -> L1 with DataCopy + "
+                          "Nd2NzParams (ND -> NZ on the way in)", ND2NZ_PAGE)
+        self._exec("MTE1", name, cost, reads=((src, lo, hi),),
+                   writes=((dst, dst.byte_offset, dst.byte_offset + dst_need * size),),
+                   nbytes=nbytes, elements=p.repeat_times * fe)
+        if self.timing_only:
+            return
+        blocks = src.data[src_idx]
+        if p.if_transpose:
+            blocks = blocks.reshape(p.repeat_times, 16, 16).transpose(0, 2, 1).ravel()
+        dst.data[dst_idx] = blocks
+
+    # ---- the cube -----------------------------------------------------------------------
+    def mmad(self, dst, fm, filter, mmad_params: MmadParams) -> None:      # noqa: A002 (Ascend C's name)
+        """``Mmad(dst, fm, filter, MmadParams)``: C[m, n] (+)= A[m, k] · B[k, n] on pipe M; A in L0A
+        (ZZ), B in L0B (ZN), C in L0C (NZ); half x half -> float, float x float -> float, int8 x int8
+        -> int32 (the A2's table; the 310P AI Core has int8/uint8 and half -> half or float). Rules:
+        MMAD_PAGE; K alignment: KALIGN_PAGE; cost: npu_lab.sim.cube_costs.mmad_cycles."""
+        p = mmad_params
+        if not isinstance(p, MmadParams):
+            raise TypeError(f"mmad takes a MmadParams, got {type(p).__name__} ({MMAD_PAGE})")
+        self._require_cube("Mmad")
+        for t, want, pos, role in ((dst, "L0C", "CO1", "dst (C)"), (fm, "L0A", "A2", "fm (A)"),
+                                   (filter, "L0B", "B2", "filter (B)")):
+            if not isinstance(t, LocalTensor):
+                raise TypeError(f"Mmad {role} must be a LocalTensor in {want}, got {type(t).__name__}")
+            if buffer_of(t) != want:
+                self._rule_at(f"Mmad {role} must be in {want} (TPosition {pos}); '{t.name}' is in {buffer_of(t)}. "
+                              "结果矩阵C只支持位于L0C Buffer（CO1），左矩阵A只支持位于L0A Buffer（A2），右矩阵B只支持位于"
+                              "L0B Buffer（B2）: load A and B with LoadData, accumulate in a TQue<TPosition::CO1> "
+                              "tensor", MMAD_PAGE)
+        a_t, b_t, c_t = fm.dtype.name, filter.dtype.name, dst.dtype.name
+        if "bfloat16" in (a_t, b_t):      # pragma: no cover (numpy has no bfloat16: kept for the message)
+            self._rule_at("bfloat16 Mmad is not modelled (numpy has no bfloat16 type)", MMAD_PAGE)
+        allowed = MMAD_TYPES[self.hw.isa].get((a_t, b_t))
+        if allowed is None or c_t not in allowed:
+            combos = "; ".join(f"{a} x {b} -> {'/'.join(c)}" for (a, b), c in MMAD_TYPES[self.hw.isa].items())
+            raise CapabilityError(f"{self.hw.name}: Mmad has no {a_t} x {b_t} -> {c_t} form on this chip "
+                                  f"({MMAD_PAGE}, 数据类型: {combos})")
+        if dst.ub_address % 1024:
+            self._rule_at(f"Mmad dst '{dst.name}' starts at L0C byte {dst.ub_address}, not 1024-byte aligned "
+                          "(LocalTensor的起始地址需要按照1024字节对齐); step in whole 16x16 fractals", MMAD_PAGE)
+        for t in (fm, filter):
+            if t.ub_address % FRACTAL_BYTES:
+                self._rule_at(f"Mmad operand '{t.name}' starts at byte {t.ub_address} of {buffer_of(t)}, not "
+                              "512-byte aligned (起始地址需要按照512字节对齐)", MMAD_PAGE)
+        m, n, k = p.m, p.n, p.k
+        if m == 0 or n == 0 or k == 0:
+            return                                           # the page: a NOP
+        if m == 1:
+            self._rule_at("Mmad with m = 1 runs in GEMV mode: the hardware reads L0A as ND, not ZZ (当M = 1时，会默认"
+                          "开启GEMV功能). GEMV is not modelled: pass m rounded up to 16 (the padding rows' results are "
+                          "never copied out) or lay A out as ND", MMAD_PAGE)
+        k0 = k0_of(fm.dtype)
+        k1 = _ceil(k, 16) * 2 if (a_t == "float32" and p.k_direction_align) else _ceil(k, k0)
+        m1, n1 = _ceil(m, 16), _ceil(n, 16)
+        a_bytes, b_bytes = m1 * k1 * FRACTAL_BYTES, k1 * n1 * FRACTAL_BYTES
+        c_bytes = m1 * n1 * 256 * dst.dtype.itemsize
+        for t, need, what in ((fm, a_bytes, f"{m1} x {k1} fractals of A"), (filter, b_bytes, f"{k1} x {n1} fractals of B"),
+                              (dst, c_bytes, f"{m1} x {n1} 16x16 fractals of C")):
+            if need > t.nbytes:
+                self._rule_at(f"Mmad m={m}, n={n}, k={k}: needs {need} B of '{t.name}' ({what}; K is aligned to "
+                              f"{k1 * k0} for {a_t}, {KALIGN_PAGE}) but the tensor has {t.nbytes} B from its address",
+                              MMAD_PAGE)
+        c_span = (dst, dst.byte_offset, dst.byte_offset + c_bytes)
+        accumulate = not p.cmatrix_init_val
+        if accumulate and self._mmad_unbarriered is not None and (m // 16) * (n // 16) < 10:
+            region, lo, hi = self._mmad_unbarriered
+            if region is dst.region and lo < c_span[2] and c_span[1] < hi:
+                self._rule_at(f"Mmad m={m}, n={n} accumulates (cmatrixInitVal=false) into the L0C result of the "
+                              f"previous Mmad with no PipeBarrier<PIPE_M> between them: below the threshold (m/16)*"
+                              f"(n/16) < 10 ({(m // 16) * (n // 16)}) the hardware does not resolve the write-then-read "
+                              "of L0C itself and the sum may miss the previous product. Add "
+                              "ctx.pipe_barrier('PIPE_M') before it (同步优化说明)", MMAD_PAGE)
+        reads = [(fm, fm.byte_offset, fm.byte_offset + a_bytes), (filter, filter.byte_offset, filter.byte_offset + b_bytes)]
+        if accumulate:
+            reads.append(c_span)
+        cost, _ = mmad_cycles(self.hw, m, n, k, fm.dtype)
+        self._exec("M", f"Mmad {m}x{n}x{k} {a_t}", cost, reads=reads, writes=(c_span,), elements=m * n * k)
+        self._mmad_unbarriered = (dst.region, c_span[1], c_span[2])
+        if self.timing_only:
+            return
+        a = fm.data[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0).transpose(0, 2, 1, 3).reshape(m1 * 16, k1 * k0)[:m, :k]
+        b = filter.data[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0).transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * 16)[:k, :n]
+        cols = np.arange(n)
+        c_idx = (cols // 16) * (m1 * 256) + np.arange(m)[:, None] * 16 + cols % 16     # NZ in L0C
+        out = dst.data
+        if a_t in ("int8", "uint8"):
+            prod = a.astype(np.int64) @ b.astype(np.int64)
+            if accumulate:
+                prod = prod + out[c_idx].astype(np.int64)
+            out[c_idx] = ((prod + 2**31) % 2**32 - 2**31).astype(np.int32)             # int32 wraps
+        else:
+            prod = a.astype(np.float32) @ b.astype(np.float32)                        # fp32 accumulation
+            if accumulate:
+                prod = out[c_idx].astype(np.float32) + prod
+            out[c_idx] = prod.astype(dst.dtype)
+
+    def _cube_barrier(self, pipe: str) -> None:
+        """Called by ``pipe_barrier``: ``PIPE_M`` / ``PIPE_ALL`` settle the L0C write an accumulating
+        Mmad below the (m/16)*(n/16) < 10 threshold must wait for (MMAD_PAGE)."""
+        if pipe in ("PIPE_M", "PIPE_ALL"):
+            self._mmad_unbarriered = None
+
+    # ---- L0C -> GM ----------------------------------------------------------------------
+    def fixpipe(self, dst, src, intri_params: FixpipeParamsV220) -> None:
+        """``Fixpipe(dst, src, FixpipeParamsV220)``: L0C (CO1, NZ) -> GM (ND, the default CFG_ROW_MAJOR)
+        on pipe FIX, converting by ``quantPre`` (F322F16: float -> half with CAST_RINT; DEQF16: int32 ->
+        half times ``deqScalar``), ReLU when ``reluEn``, adding into GM while SetAtomicAdd is on.
+        Rules: FIXPIPE_PAGE (the 310P's AI Core has no Fixpipe to GM); cost: npu_lab.sim.cube_costs.
+
+        ``nSize``: the page asks for a multiple of 16 on this struct; its NZ2ND pseudo-code
+        (矩阵搬出关键特性说明/NZ2ND.md) writes ``nSize`` values per row, and the model writes exactly
+        ``nSize`` (a tail of N that is not a multiple of 16 is written without touching its
+        neighbours) — a reading of the page, not a measurement. ``deqScalar`` is taken as the float
+        scale itself (the hardware packs it into a uint64)."""
+        p = intri_params
+        if not isinstance(p, FixpipeParamsV220):
+            raise TypeError(f"fixpipe takes a FixpipeParamsV220, got {type(p).__name__} ({FIXPIPE_PAGE})")
+        self._require_cube("Fixpipe")
+        if self.hw.isa == "ascend310p":
+            raise CapabilityError(
+                f"{self.hw.name}: Fixpipe L0C -> GM does not exist on the Atlas inference series AI Core ({FIXPIPE_PAGE}: "
+                f"'Atlas 推理系列产品AI Core：不支持'). On this chip a result leaves L0C for the UB through the vector "
+                f"unit ({ARCH_2002}: 数据从L0C Buffer传输至Unified Buffer需要以Vector计算单元作为中转), then UB -> GM "
+                "by DataCopy; that path is not modelled")
+        if not isinstance(dst, GlobalTensor):
+            self._rule_at(f"Fixpipe to '{getattr(dst, 'name', dst)}': only L0C -> GM is modelled (L0C -> L1 / UB are "
+                          "other Fixpipe forms); pass a GlobalTensor", FIXPIPE_PAGE)
+        if not isinstance(src, LocalTensor) or buffer_of(src) != "L0C":
+            where = buffer_of(src) if isinstance(src, LocalTensor) else type(src).__name__
+            self._rule_at(f"Fixpipe src must be in L0C (TPosition CO1), the result of Mmad; got {where}", FIXPIPE_PAGE)
+        if src.ub_address % 64:
+            self._rule_at(f"Fixpipe src '{src.name}' starts at L0C byte {src.ub_address}, not 64-byte aligned "
+                          "(地址需要满足64字节对齐)", FIXPIPE_PAGE)
+        pair = (src.dtype.name, dst.dtype.name)
+        if pair not in FIXPIPE_QUANT[p.quant_pre]:
+            fits = [q for q, pairs in FIXPIPE_QUANT.items() if pair in pairs]
+            hint = f"; for {pair[0]} -> {pair[1]} use quantPre={fits[0]}" if fits else ""
+            self._rule_at(f"Fixpipe quantPre={p.quant_pre} converts {' or '.join('->'.join(x) for x in FIXPIPE_QUANT[p.quant_pre])}, "
+                          f"not {pair[0]} -> {pair[1]} (此参数需要用户手动配置，不会自动推导){hint}", FIXPIPE_PAGE)
+        if p.nd_num == 0 or p.m_size == 0 or p.n_size == 0:
+            return
+        if p.nd_num != 1:
+            self._rule_at("Fixpipe ndNum > 1 (several NZ matrices in one call) is not modelled; call it per matrix",
+                          FIXPIPE_PAGE)
+        m, n = p.m_size, p.n_size
+        if p.src_stride < round_up(m, 16):
+            self._rule_at(f"Fixpipe srcStride={p.src_stride} is below mSize={m} rounded up to 16 ({round_up(m, 16)}): "
+                          "srcStride is the distance between L0C's 16-column blocks in rows (其值应填成mSize对16向上取整); "
+                          "with less the hardware reads the next block's rows as this block's", FIXPIPE_PAGE)
+        if p.dst_stride < n:
+            self._rule_at(f"Fixpipe dstStride={p.dst_stride} < nSize={n}: dstStride is the GM row length in elements "
+                          "(NZ2ND); shorter rows would overwrite each other", FIXPIPE_PAGE)
+        n1 = _ceil(n, 16)
+        src_need = ((n1 - 1) * p.src_stride * 16 + m * 16)
+        if src_need > src.count:
+            self._rule_at(f"Fixpipe {m} x {n} with srcStride={p.src_stride}: reads {src_need} values of '{src.name}', "
+                          f"which has {src.count}", FIXPIPE_PAGE)
+        dst_need = (m - 1) * p.dst_stride + n
+        if dst_need > dst.size:
+            self._rule_at(f"Fixpipe {m} x {n} with dstStride={p.dst_stride}: writes {dst_need} elements of "
+                          f"'{dst.name}', which has {dst.size} from its address", FIXPIPE_PAGE)
+        atomic = self._atomic
+        if atomic is not None and atomic != dst.dtype:
+            self._rule_at(f"SetAtomicAdd<{atomic.name}> is on but Fixpipe writes {dst.dtype.name}: the atomic type must "
+                          "be the type written to GM (SetAtomicAdd的模板参数设定累加数据类型)", ATOMIC_PAGE)
+        size = dst.dtype.itemsize
+        gm_bytes = m * n * size
+        bpc, _from_hbm = gm_bytes_per_cycle(self, dst, "FIX")
+        cost = fixpipe_cycles(self.hw, m * n, gm_bytes, n * size, m, p.dst_stride * size, bpc)
+        lo = src.byte_offset
+        op = " atomic-add" if atomic is not None else ""
+        self._exec("FIX", f"Fixpipe L0C->GM {m}x{n} {p.quant_pre}{op}", cost,
+                   reads=((src, lo, lo + src_need * src.dtype.itemsize),), nbytes=gm_bytes, elements=m * n)
+        self.core.hbm_write_bytes += gm_bytes
+        if self.timing_only:
+            return
+        cols = np.arange(n)
+        vals = src.data[(cols // 16) * (p.src_stride * 16) + np.arange(m)[:, None] * 16 + cols % 16]
+        if p.relu_en:
+            vals = np.maximum(vals, 0)
+        if p.quant_pre == QuantMode_t.DEQF16:
+            vals = (vals.astype(np.float64) * float(p.deq_scalar)).astype(np.float32)
+        out = vals.astype(dst.dtype)                                   # F322F16: round to nearest even
+        idx = (np.arange(m)[:, None] * p.dst_stride + np.arange(n)).ravel()
+        if atomic is not None:
+            dst.data[idx] = (dst.data[idx] + out.ravel()).astype(dst.dtype)
+        else:
+            dst.data[idx] = out.ravel()
+
+    # ---- atomic accumulation into GM: SetAtomicAdd<T> / DisableDmaAtomic are DmaOps' (one switch
+    # for every copy to GM, Fixpipe's included; npu_lab.lang.dma) -------------------------------

@@ -1,0 +1,95 @@
+"""Costs of the cube core's instructions, all read from the HardwareSpec (never from data).
+
+Source: asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md (NPU架构版本2201 = Atlas A2/A3):
+
+* Mmad: ``cycles = Δt + (ceil_m x ceil_n x ceil_k) / (cube_m x cube_n x cube_k)`` with m, n rounded
+  up to 16 and k to the L0 fractal's K (k0 = 32 B / sizeof(T)); cube_m x cube_n x cube_k per cycle
+  (表1): half / bfloat16 16x16x16, int8 16x16x32 (twice the MACs), float 16x16x4 (a quarter). The
+  page prints ``ceil_k = ceil(k/16) x k0``; for half that is ceil(k/16)*16, and for the other types
+  the K the L0 fractal holds is a multiple of k0, so the model rounds k up to k0 (it differs from the
+  printed formula only for int8 / float with k not a multiple of 16). ``cube_fractal_cycles`` is the
+  cycles of one 16x16x16 half fractal (1: the published rate), ``cube_mmad_head_cycles`` the Δt
+  (no value published: assumed).
+* LoadData L1 -> L0A 256 B/cycle, L1 -> L0B 128 B/cycle (表3) plus a head ΔT (assumed).
+* Fixpipe L0C -> GM: not in the tables (表7 gives L0C -> L1: 64 elements/cycle for F322F16). The
+  model: ``fixpipe_head_cycles`` + the longer of the conversion (elements / 64 per cycle, assumed
+  for the GM path) and the GM write priced like any DMA (:func:`npu_lab.sim.costs.dma_occupancy_cycles`:
+  the core's share of HBM, the burst efficiency of one output row).
+
+Every cost is a whole number of cycles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hardware import HardwareSpec
+from .costs import dma_occupancy_cycles, gm_aligned, round_up, whole_cycles
+
+#: cube_k (MACs along K per cycle, 表1, NPU架构版本2201) by input dtype; cube_m = cube_n = 16
+CUBE_K = {"float16": 16, "bfloat16": 16, "int8": 32, "uint8": 32, "float32": 4}
+
+
+def k0_of(dtype) -> int:
+    """K of one L0A/L0B fractal: 32 bytes of the input type (half 16, int8 32, float 8)."""
+    return 32 // np.dtype(dtype).itemsize
+
+
+def mmad_cycles(hw: HardwareSpec, m: int, n: int, k: int, dtype) -> tuple[float, int]:
+    """(M-pipe occupancy in cycles, 16x16xk0 fractal products) of one Mmad of [m,k] x [k,n]."""
+    name = np.dtype(dtype).name
+    cube_k = CUBE_K[name]
+    k0 = k0_of(dtype)
+    ceil_m, ceil_n, ceil_k = round_up(m, 16), round_up(n, 16), round_up(k, k0)
+    per_cycle = 16 * 16 * cube_k
+    fractals = (ceil_m // 16) * (ceil_n // 16) * (ceil_k // k0)
+    return whole_cycles(hw.cube_mmad_head_cycles
+                        + ceil_m * ceil_n * ceil_k / per_cycle * hw.cube_fractal_cycles), fractals
+
+
+def cube_macs_per_cycle(hw: HardwareSpec, dtype="float16") -> float:
+    """Multiply-accumulates one cube core does per cycle at full rate."""
+    return 16 * 16 * CUBE_K[np.dtype(dtype).name] / hw.cube_fractal_cycles
+
+
+def cube_peak_tflops(hw: HardwareSpec, dtype="float16") -> float:
+    """The chip's cube roofline in TFLOPS (2 flops per MAC, every cube core, the AI-core clock):
+    the 910B2 at fp16: 24 x 4096 x 2 x 1.8 GHz = 353.9 TFLOPS."""
+    return hw.cube_cores * cube_macs_per_cycle(hw, dtype) * 2 * hw.clock_ghz * 1e9 / 1e12
+
+
+def load_data_cycles(hw: HardwareSpec, nbytes: int, dst_buffer: str) -> float:
+    """MTE1 occupancy of one LoadData moving ``nbytes`` (whole 512-B fractals) into L0A or L0B."""
+    bw = hw.mte1_l0a_bytes_per_cycle if dst_buffer == "L0A" else hw.mte1_l0b_bytes_per_cycle
+    return whole_cycles(hw.mte1_head_cycles + nbytes / bw)
+
+
+def fixpipe_cycles(hw: HardwareSpec, elements: int, gm_bytes: int, row_bytes: int, rows: int,
+                   row_step_bytes: int, bytes_per_cycle: float) -> float:
+    """FIX occupancy of one Fixpipe writing ``elements`` values (``gm_bytes`` to GM, ``rows`` rows
+    of ``row_bytes``, ``row_step_bytes`` apart) at the core's GM share ``bytes_per_cycle``."""
+    contiguous = rows <= 1 or row_step_bytes == row_bytes
+    burst = gm_bytes if contiguous else row_bytes
+    aligned = gm_aligned(hw, burst, 1 if contiguous else rows, row_step_bytes)
+    write = dma_occupancy_cycles(hw, round_up(gm_bytes, hw.block_bytes), bytes_per_cycle, burst, aligned) \
+        - hw.dma_issue_cycles
+    convert = elements / hw.fixpipe_elements_per_cycle
+    return whole_cycles(hw.fixpipe_head_cycles + max(convert, write))
+
+
+def cube_roofline_us(hw: HardwareSpec, m: int, n: int, k: int, dtype="float16") -> float:
+    """The shortest time a GEMM of [m,k] x [k,n] can take on the chip's cubes (µs)."""
+    return 2.0 * m * n * k / (cube_peak_tflops(hw, dtype) * 1e12) * 1e6
+
+
+def hbm_roofline_us(hw: HardwareSpec, nbytes: float) -> float:
+    """The shortest time ``nbytes`` can cross HBM (µs)."""
+    return nbytes / (hw.hbm_bandwidth_gbps * 1e9) * 1e6
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+__all__ = ["CUBE_K", "k0_of", "mmad_cycles", "cube_macs_per_cycle", "cube_peak_tflops", "load_data_cycles",
+           "fixpipe_cycles", "cube_roofline_us", "hbm_roofline_us", "ceil_div"]
