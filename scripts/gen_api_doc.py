@@ -65,9 +65,9 @@ GROUPS = [
     ("cube", "The cube core: matmul",
      "on a cube core (AIC): GM -> L1 with `DataCopy` + `Nd2NzParams` (ND -> NZ, MTE2), L1 -> L0A/L0B with `LoadData` "
      "(MTE1; `ifTranspose` for a half B), `Mmad` into L0C (M; fp32 accumulation), L0C -> GM with `Fixpipe` (FIX; "
-     "NZ -> ND, fp32 -> fp16 by `quantPre`); `SetAtomicAdd` makes Fixpipe add into GM (K-split).",
+     "NZ -> ND, fp32 -> fp16 by `quantPre`); `SetAtomicAdd` (under data movement) makes Fixpipe add into GM too (K-split).",
      ["Nd2NzParams", "LoadData", "LoadData2DParams", "Mmad", "MmadParams", "Fixpipe", "FixpipeParamsV220",
-      "QuantMode_t", "SetAtomicAdd", "DisableDmaAtomic"]),
+      "QuantMode_t"]),
 ]
 
 HEADER = """\
