@@ -68,7 +68,8 @@ __all__ = ["MonitorReport", "monitor", "classify_gaps", "MSPROF_NAMES", "CATEGOR
 CATEGORIES = ("busy", "wait_data", "wait_sync", "idle")
 #: pipes whose results are data movement: a wait on one of them is a wait on data
 DATA_PIPES = MEMORY_PIPES
-#: compute pipes of the overlap figure (the scalar unit is left out: it issues every copy)
+#: compute pipes of the overlap figure (the scalar unit is left out: it issues every copy; the
+#: summary's ``dma_compute_overlap_with_scalar`` counts it too, for kernels whose compute is scalar)
 OVERLAP_COMPUTE_PIPES = ("V", "M")
 #: msprof's name of each pipe's ratio/time (PipeUtilization.csv / op_summary), by core type
 MSPROF_NAMES = {
@@ -219,7 +220,8 @@ def _block_parts(trace, pipes, hw: HardwareSpec) -> dict:
         out[p] = parts
     dma_codes = [PIPE_CODE[p] for p in DATA_PIPES]
     comp_codes = [PIPE_CODE[p] for p in OVERLAP_COMPUTE_PIPES]
-    out[None] = _overlap_cycles(trace, dma_codes, comp_codes)
+    scalar_too = comp_codes + [PIPE_CODE["S"]]
+    out[None] = (*_overlap_cycles(trace, dma_codes, comp_codes), _overlap_cycles(trace, dma_codes, scalar_too)[1])
     return out
 
 
@@ -300,7 +302,7 @@ def monitor(timeline, hw=None, *, input_bytes: int | None = None) -> MonitorRepo
     span_us = sum(l.hw.cycles_to_us(l.body_cycles) for l in timeline.launches)
     acc = {}          # (kind, core, pipe) -> {category: us}
     occupied = {}     # (kind, core) -> us of block time
-    dma_us = comp_overlap_us = 0.0
+    dma_us = comp_overlap_us = any_overlap_us = 0.0
     for kind in kinds:
         n = max(l.hw.cores(kind) for l in timeline.launches if l.core_type == kind)
         for c in range(n):
@@ -319,9 +321,10 @@ def monitor(timeline, hw=None, *, input_bytes: int | None = None) -> MonitorRepo
                 for cat, v in parts[k][p].items():
                     acc[(l.core_type, c, p)][cat] += us(v)
         for cls, count in enumerate(l.class_counts):
-            d, o = parts[cls][None]
+            d, o, o_s = parts[cls][None]
             dma_us += us(d) * count
             comp_overlap_us += us(o) * count
+            any_overlap_us += us(o_s) * count
         body_us = us(l.body_cycles)
         for kind in kinds:      # outside its blocks, or during a launch of the other core type: idle
             for c in range(sum(1 for key in occupied if key[0] == kind)):
@@ -341,6 +344,7 @@ def monitor(timeline, hw=None, *, input_bytes: int | None = None) -> MonitorRepo
 
     verdict, evidence = timeline.bottleneck()
     summary = _summary(timeline, table, occupied, kinds, span_us, dma_us, comp_overlap_us, input_bytes)
+    summary["dma_compute_overlap_with_scalar"] = any_overlap_us / dma_us if dma_us > 0 else 0.0
     summary["verdict"], summary["evidence"] = verdict, evidence
     advice = _advice(timeline, verdict, summary, table)
     summary["advice"] = " ".join(advice)
