@@ -295,3 +295,18 @@ def test_cube_cores_are_monitored_with_msprof_aic_names():
     assert (m["wait_data_us"] > 0).all()              # the cube waits for MTE1's loads
     assert r.verdict == t.bottleneck()[0]
     assert list(utilisation_heatmap(r).data[0].x) == list(MSPROF_NAMES["cube"].values())
+
+
+def test_classify_gaps_rejects_bad_input():
+    from npu_lab.sim.monitor import classify_gaps
+
+    with pytest.raises(ValueError, match="one entry per gap"):
+        classify_gaps([0.0], [1.0, 2.0], "V", [], [], [20.0], 1e-3)
+    with pytest.raises(ValueError, match="one entry per instruction"):
+        classify_gaps([0.0], [1.0], "V", ["MTE2"], [], [20.0], 1e-3)
+    with pytest.raises(ValueError, match="pipe must be"):
+        classify_gaps([0.0], [1.0], "VEC", [], [], [20.0], 1e-3)
+    with pytest.raises(ValueError, match="tol"):
+        classify_gaps([0.0], [1.0], "V", [], [], [20.0], 0)
+    w, c = classify_gaps([0.0, 0.0], [120.0, 50.0], "V", ["MTE2", "V"], [100.0, 50.0], [20.0], 1e-3)
+    assert list(c) == ["waits for MTE2 (flag)", "waits for V (latency)"]

@@ -292,7 +292,10 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
 
     Returns a DataFrame: pipe, start_us, end_us, idle_us, waits_on (X or ""), cause, next (the
     instruction after the gap), source and code (its kernel line). Gaps shorter than ``min_us``
-    are left out. Idle time before a pipe's first instruction and after its last is not a gap."""
+    are left out. Idle time before a pipe's first instruction and after its last is not a gap.
+
+    The attribution is :func:`npu_lab.sim.monitor.classify_gaps`, which the performance monitor
+    (:func:`npu_lab.sim.monitor.monitor`, docs/monitor.md) uses too: one rule for both."""
     import pandas as pd
 
     from ..sim import Timeline

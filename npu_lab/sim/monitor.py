@@ -108,6 +108,16 @@ def classify_gaps(after, until, pipe: str, ev_pipe, ev_ready, sync_lags, tol: fl
     until = np.asarray(until, dtype=np.float64)
     ev_pipe = np.asarray(ev_pipe, dtype=object)
     ev_ready = np.asarray(ev_ready, dtype=np.float64)
+    if after.shape != until.shape or after.ndim != 1:
+        raise ValueError(f"after and until must be 1-D arrays of one length (one entry per gap), got shapes "
+                         f"{after.shape} and {until.shape}")
+    if ev_pipe.shape != ev_ready.shape:
+        raise ValueError(f"ev_pipe and ev_ready must have one entry per instruction, got shapes {ev_pipe.shape} "
+                         f"and {ev_ready.shape}")
+    if pipe not in PIPE_CODE:
+        raise ValueError(f"pipe must be one of {ALL_PIPES}, got {pipe!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0 (times closer than it are equal), got {tol!r}")
     n = len(after)
     waits = np.full(n, None, dtype=object)
     cause = np.full(n, None, dtype=object)
