@@ -310,46 +310,48 @@ def monitor(timeline, hw=None, *, input_bytes: int | None = None) -> MonitorRepo
     input_bytes = _positive_or_none("input_bytes", input_bytes)
     kinds = sorted({l.core_type for l in timeline.launches}, key=["vector", "cube"].index)
     span_us = sum(l.hw.cycles_to_us(l.body_cycles) for l in timeline.launches)
-    acc = {}          # (kind, core, pipe) -> {category: us}
-    occupied = {}     # (kind, core) -> us of block time
+    acc = {}          # kind -> [cores, pipes, CATEGORIES] µs
+    occupied = {}     # kind -> [cores] µs of block time
     dma_us = comp_overlap_us = any_overlap_us = 0.0
     for kind in kinds:
         n = max(l.hw.cores(kind) for l in timeline.launches if l.core_type == kind)
-        for c in range(n):
-            occupied[(kind, c)] = 0.0
-            for p in _PIPES_OF[kind]:
-                acc[(kind, c, p)] = dict.fromkeys(CATEGORIES, 0.0)
+        acc[kind] = np.zeros((n, len(_PIPES_OF[kind]), len(CATEGORIES)))
+        occupied[kind] = np.zeros(n)
+    idle = CATEGORIES.index("idle")
     for l in timeline.launches:
         us = l.hw.cycles_to_us
         pipes = _PIPES_OF[l.core_type]
         parts = [_block_parts(t, pipes, l.hw) for t in l.traces]
-        per_core_occ = np.zeros(l.hw.cores(l.core_type))
-        for b in range(l.block_dim):
-            c, k = int(l.block_core[b]), int(l.block_class[b])
-            per_core_occ[c] += l.traces[k].duration_cycles
-            for p in pipes:
-                for cat, v in parts[k][p].items():
-                    acc[(l.core_type, c, p)][cat] += us(v)
+        # per class [pipes, CATEGORIES] cycles, added onto the cores its blocks ran on
+        per_class = np.array([[[part[p][cat] for cat in CATEGORIES] for p in pipes] for part in parts])
+        durations = np.array([t.duration_cycles for t in l.traces])
+        cyc = np.zeros_like(acc[l.core_type])
+        occ_cyc = np.zeros(len(cyc))
+        if l.block_dim:
+            np.add.at(cyc, l.block_core, per_class[l.block_class])
+            np.add.at(occ_cyc, l.block_core, durations[l.block_class])
         for cls, count in enumerate(l.class_counts):
             d, o, o_s = parts[cls][None]
             dma_us += us(d) * count
             comp_overlap_us += us(o) * count
             any_overlap_us += us(o_s) * count
+        acc[l.core_type] += us(cyc)
+        occupied[l.core_type] += us(occ_cyc)
         body_us = us(l.body_cycles)
         for kind in kinds:      # outside its blocks, or during a launch of the other core type: idle
-            for c in range(sum(1 for key in occupied if key[0] == kind)):
-                occ = us(per_core_occ[c]) if kind == l.core_type and c < len(per_core_occ) else 0.0
-                occupied[(kind, c)] += occ
-                for p in _PIPES_OF[kind]:
-                    acc[(kind, c, p)]["idle"] += max(0.0, body_us - occ)
+            occ = us(occ_cyc) if kind == l.core_type else np.zeros(len(acc[kind]))
+            acc[kind][:, :, idle] += np.maximum(0.0, body_us - occ)[:, None]
 
     rows = []
-    for (kind, c, p), parts in acc.items():
-        span = sum(parts.values())
-        rows.append({"core_type": kind, "core": c, "pipe": p, "msprof": MSPROF_NAMES[kind][p],
-                     **{f"{k}_us": v for k, v in parts.items()}, "span_us": span,
-                     "utilisation": parts["busy"] / span if span > 0 else 0.0,
-                     "core_busy_us": occupied[(kind, c)]})
+    for kind in kinds:
+        for c in range(len(acc[kind])):
+            for i, p in enumerate(_PIPES_OF[kind]):
+                parts = dict(zip(CATEGORIES, acc[kind][c, i].tolist()))
+                span = sum(parts.values())
+                rows.append({"core_type": kind, "core": c, "pipe": p, "msprof": MSPROF_NAMES[kind][p],
+                             **{f"{k}_us": v for k, v in parts.items()}, "span_us": span,
+                             "utilisation": parts["busy"] / span if span > 0 else 0.0,
+                             "core_busy_us": float(occupied[kind][c])})
     table = pd.DataFrame(rows)
 
     verdict, evidence = timeline.bottleneck()
@@ -364,7 +366,7 @@ def monitor(timeline, hw=None, *, input_bytes: int | None = None) -> MonitorRepo
 def _summary(timeline, table, occupied, kinds, span_us, dma_us, overlap_us, input_bytes) -> dict:
     kind = kinds[0]        # the msprof ratios of the first core type (a cube run: aic_*)
     t = table[table["core_type"] == kind]
-    occ = np.array([occupied[(kind, c)] for c in sorted(c for k, c in occupied if k == kind)])
+    occ = occupied[kind]
     used = occ > 0
     out = {"latency_us": timeline.total_us, "launches": len(timeline.launches),
            "blocks": sum(l.block_dim for l in timeline.launches), "core_type": kind,
