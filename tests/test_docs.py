@@ -138,8 +138,13 @@ def test_verdict_thresholds_match_the_simulator():
     """The glossary states the rule Timeline.bottleneck applies; both must change together."""
     text = GLOSSARY.read_text(encoding="utf-8")
     source = inspect.getsource(Timeline.bottleneck)
-    for percent, code in [(50, "launch_share >= 0.5"), (50, "dispatch_us >= 0.5 * body"), (40, "mem >= 0.4"),
-                          (60, "hbm_share >= 0.6"), (40, "comp >= 0.4"), (80, "turns >= 0.8"),
-                          (60, "max(mem, comp) < 0.6"), (10, "hbm_share < 0.1")]:
+    from npu_lab.sim import thresholds
+    for percent, code, name in [(50, "launch_share >= LAUNCH_SHARE", "LAUNCH_SHARE"),
+                                (50, "dispatch_us >= DISPATCH_SHARE * body", "DISPATCH_SHARE"),
+                                (40, "mem >= BUSY_PIPE", "BUSY_PIPE"), (60, "hbm_share >= HBM_SHARE", "HBM_SHARE"),
+                                (40, "comp >= BUSY_PIPE", "BUSY_PIPE"), (80, "turns >= TURNS_TOGETHER", "TURNS_TOGETHER"),
+                                (60, "max(mem, comp) < TURNS_EACH", "TURNS_EACH"),
+                                (10, "hbm_share < SMALL_COPIES_HBM_SHARE", "SMALL_COPIES_HBM_SHARE")]:
         assert code in source, f"Timeline.bottleneck no longer tests {code!r}: update docs/glossary.md"
+        assert getattr(thresholds, name) == pytest.approx(percent / 100), f"{name} moved: update docs/glossary.md"
         assert f"{percent}%" in text

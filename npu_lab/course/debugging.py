@@ -292,10 +292,14 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
 
     Returns a DataFrame: pipe, start_us, end_us, idle_us, waits_on (X or ""), cause, next (the
     instruction after the gap), source and code (its kernel line). Gaps shorter than ``min_us``
-    are left out. Idle time before a pipe's first instruction and after its last is not a gap."""
+    are left out. Idle time before a pipe's first instruction and after its last is not a gap.
+
+    The attribution is :func:`npu_lab.sim.monitor.classify_gaps`, which the performance monitor
+    (:func:`npu_lab.sim.monitor.monitor`, docs/monitor.md) uses too: one rule for both."""
     import pandas as pd
 
-    from ..sim import ALL_PIPES, Timeline
+    from ..sim import Timeline
+    from ..sim.monitor import classify_gaps
 
     if not isinstance(timeline, Timeline):
         raise TypeError(f"pipe_bubbles takes a Timeline (from npu_lab.launch or a .timeline), got "
@@ -317,42 +321,26 @@ def pipe_bubbles(timeline, core: int = 0, min_us: float = 0.0):
     hw = timeline.launches[0].hw
     sync_lags = sorted({hw.cycles_to_us(hw.sync_flag_cycles), hw.cycles_to_us(hw.pipe_barrier_cycles)})
 
-    def tied(mask, when):
-        pipes = set(ev_pipe[mask & (np.abs(ready_us - when) < _TOL_US)])
-        return "+".join(p for p in ALL_PIPES if p in pipes)
-
-    def cause_of(after: float, until: float, pipe: str):
-        """(waits_on, cause) of a gap of ``pipe`` from ``after`` to ``until``, or (None, None)."""
-        other = ev_pipe != pipe
-        for lag in sync_lags:                    # a flag / barrier on another pipe's result
-            hit = other & (np.abs(ready_us + lag - until) < _TOL_US) & (ready_us > after - _TOL_US)
-            if hit.any():
-                x = tied(hit, float(ready_us[hit].max()))
-                return x, f"waits for {x} (flag)"
-        if ((~other) & (np.abs(ready_us - until) < _TOL_US)).any():   # its own earlier result
-            return pipe, f"waits for {pipe} (latency)"
-        mask = other & (ready_us > after + _TOL_US) & (ready_us <= until + _TOL_US)
-        if mask.any():                           # the scalar unit issued it after X's result
-            x = tied(mask, float(ready_us[mask].max()))
-            return x, f"issued after {x}"
-        return None, None
-
     rows = []
     for pipe, group in ev.groupby("pipe", sort=False):
         g = group.sort_values("start_us", kind="stable")
-        prev_end, prev_block = None, None
+        prev_end, prev_block, gaps = None, None, []
         for r in g.itertuples(index=False):
             if prev_end is not None and r.start_us - prev_end > max(min_us, _TOL_US):
-                waits, cause = cause_of(prev_end, r.start_us, pipe)
-                if cause is None and r.block != prev_block:
-                    waits, cause = "", "next block"
-                elif cause is None:   # S spends issue slots on the instructions it hands to other pipes
-                    waits, cause = "", "issuing to other pipes" if pipe == "S" else "other"
-                rows.append({"pipe": pipe, "start_us": prev_end, "end_us": r.start_us,
-                             "idle_us": r.start_us - prev_end, "waits_on": waits, "cause": cause,
-                             "next": r.name, "source": r.source, "code": r.code})
+                gaps.append((prev_end, r, r.block != prev_block))
             prev_end = r.end_us if prev_end is None else max(prev_end, r.end_us)
             prev_block = r.block
+        # the attribution is the monitor's (one rule for both: npu_lab.sim.monitor.classify_gaps)
+        waits, causes = classify_gaps([a for a, _, _ in gaps], [r.start_us for _, r, _ in gaps], pipe,
+                                      ev_pipe, ready_us, sync_lags, _TOL_US)
+        for (after, r, new_block), w, cause in zip(gaps, waits, causes):
+            if cause is None and new_block:
+                w, cause = "", "next block"
+            elif cause is None:   # S spends issue slots on the instructions it hands to other pipes
+                w, cause = "", "issuing to other pipes" if pipe == "S" else "other"
+            rows.append({"pipe": pipe, "start_us": after, "end_us": r.start_us,
+                         "idle_us": r.start_us - after, "waits_on": w, "cause": cause,
+                         "next": r.name, "source": r.source, "code": r.code})
     out = pd.DataFrame(rows, columns=columns)
     return out.sort_values(["start_us", "pipe"], kind="stable").reset_index(drop=True)
 

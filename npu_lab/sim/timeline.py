@@ -19,6 +19,8 @@ from .._files import check_path, write_atomically
 from ..hardware import HardwareSpec
 from .core import ALL_PIPES, PIPE_CODE, BlockTrace
 from .schedule import schedule_blocks
+from .thresholds import (BUSY_PIPE, DISPATCH_SHARE, HBM_SHARE, LAUNCH_SHARE, SMALL_COPIES_HBM_SHARE,
+                         TURNS_EACH, TURNS_TOGETHER)
 
 COMPUTE_PIPES = ("S", "V", "M")
 EVENT_DTYPES = {"launch": "int64", "core": "int64", "block": "int64", "pipe": "object", "name": "object",
@@ -238,7 +240,9 @@ class Timeline:
         the time after the overhead: memory (a DMA pipe ≥ 40% busy, or HBM ≥ 60% of peak),
         compute (S, V or M ≥ 40% busy), else sync (pipes mostly wait on each other). Pipes that
         take turns (together busy ≥ 80% but none ≥ 60%) are sync-bound: overlap would help.
-        Serial block dispatch taking half the time after the overhead is launch-bound too."""
+        Serial block dispatch taking half the time after the overhead is launch-bound too.
+        The thresholds are named in :mod:`npu_lab.sim.thresholds` (each says why);
+        :func:`npu_lab.sim.monitor.monitor` reports this verdict with its per-pipe figures."""
         total = self.total_us
         if total <= 0:
             return "launch", "nothing ran"
@@ -254,29 +258,29 @@ class Timeline:
         busy = dict(zip(ALL_PIPES, by_core.max(axis=0)))
         hbm_share = self.achieved_bandwidth_gbps / self.hw.hbm_bandwidth_gbps
         floors = [l for l in self.launches if l.floor_cycles >= l.body_cycles and l.floor_cycles > 0]
-        if launch_share >= 0.5:
+        if launch_share >= LAUNCH_SHARE:
             return "launch", (f"launch overhead is {launch_share:.0%} of {total:.1f} us "
                               f"({len(self.launches)} launch(es))")
         if floors:
             reason = floors[0].floor_reason    # HBM / L2 roofline: memory; vector roofline: compute
             return "compute" if reason.startswith("vector") else "memory", reason
         dispatch_us = sum(l.hw.cycles_to_us(l.dispatch_cycles) for l in self.launches)
-        if dispatch_us >= 0.5 * body:
+        if dispatch_us >= DISPATCH_SHARE * body:
             blocks = sum(l.block_dim for l in self.launches)
             return "launch", (f"the task scheduler hands out {blocks} blocks one at a time, which "
                               f"adds {dispatch_us:.1f} us, {dispatch_us / body:.0%} of the time after "
                               "the launch overhead (fewer, bigger blocks would help)")
         turns = float(by_core.sum(axis=1).max()) / body   # all pipes of the busiest core, added
-        if max(mem, comp) < 0.6 and hbm_share < 0.6 and turns >= 0.8:
+        if max(mem, comp) < TURNS_EACH and hbm_share < HBM_SHARE and turns >= TURNS_TOGETHER:
             return "sync", (f"the pipes take turns: on the busiest core DMA is busy {mem:.0%} and "
                             f"compute {comp:.0%} of the time after the launch, hardly ever at once; "
                             "overlapping them (double buffering) would help")
-        if mem >= comp and (mem >= 0.4 or hbm_share >= 0.6):
-            latency_bound = "; many small copies: DMA latency, not bandwidth" if hbm_share < 0.1 else ""
+        if mem >= comp and (mem >= BUSY_PIPE or hbm_share >= HBM_SHARE):
+            latency_bound = "; many small copies: DMA latency, not bandwidth" if hbm_share < SMALL_COPIES_HBM_SHARE else ""
             return "memory", (f"the busiest core's DMA pipe is busy {mem:.0%} of the time after the "
                               f"launch; HBM at {hbm_share:.0%} of {self.hw.hbm_bandwidth_gbps:.0f} GB/s"
                               f"{latency_bound}")
-        if comp > mem and comp >= 0.4:
+        if comp > mem and comp >= BUSY_PIPE:
             pipe = max(COMPUTE_PIPES, key=lambda p: busy[p])
             return "compute", f"pipe {pipe} of the busiest core is busy {comp:.0%} of the time after the launch"
         return "sync", (f"no pipe of any core is busy most of the time (DMA {mem:.0%}, compute "
