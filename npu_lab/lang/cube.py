@@ -122,7 +122,7 @@ class CubeOps:
     def _rule_at(self, message: str, page: str):
         raise AscendCRuleError(f"{message} ({page})")
 
-    def _check_dtype(self, what: str, dtype, table: dict, page: str) -> None:
+    def _check_cube_dtype(self, what: str, dtype, table: dict, page: str) -> None:
         key = (self.hw.isa, what, dtype)
         if key in _DTYPE_OK:
             return
@@ -208,7 +208,7 @@ class CubeOps:
         if dst.dtype != src.dtype:
             raise TypeError(f"DataCopy Nd2Nz does not convert types: {src.dtype.name} -> {dst.dtype.name} "
                             f"({ND2NZ_PAGE}: 源矩阵和目的矩阵支持的数据类型保持一致)")
-        self._check_dtype("DataCopy (GM -> L1, ND2NZ)", dst.dtype, ND2NZ_TYPES, ND2NZ_PAGE)
+        self._check_cube_dtype("DataCopy (GM -> L1, ND2NZ)", dst.dtype, ND2NZ_TYPES, ND2NZ_PAGE)
         if dst.ub_address % 32:
             self._rule_at(f"DataCopy Nd2Nz: the L1 address of '{dst.name}' (+{dst.byte_offset} B) is not 32-byte "
                           "aligned (位于L1 Buffer的目的地址必须32字节对齐); start it at a multiple of "
@@ -258,7 +258,7 @@ class CubeOps:
                           LOAD2D_PAGE)
         if dst.dtype != src.dtype:
             raise TypeError(f"LoadData does not convert types: {src.dtype.name} -> {dst.dtype.name} ({LOAD2D_PAGE})")
-        self._check_dtype("LoadData (2D)", dst.dtype, LOAD2D_TYPES, LOAD2D_PAGE)
+        self._check_cube_dtype("LoadData (2D)", dst.dtype, LOAD2D_TYPES, LOAD2D_PAGE)
         size = dst.dtype.itemsize
         if p.if_transpose and size != 2:
             self._rule_at(f"LoadData ifTranspose=true on {dst.dtype.name}: 开启转置功能时，源操作数、目的操作数仅支持"
