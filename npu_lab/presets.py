@@ -166,8 +166,8 @@ _CUBE_PERF = "asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md"
 def _cube_provenance(isa: str) -> dict:
     """Provenance of the cube-core fields: the A2 figures of Cube指令理论性能汇总.md (the page covers
     A2 / A3 / 950 only, so on the 310P the same figures are assumed)."""
-    published = "vendor-guide" if isa == "ascend910b" else "assumed"
-    where = "" if isa == "ascend910b" else " (the page covers A2/A3/950 only: the A2 figure, assumed here)"
+    published = "vendor-doc" if isa == "ascend910b" else "assumed"     # an API appendix page, not the guide
+    where = "" if isa == "ascend910b" else " (the page covers A2/A3/950 only, not the 310P: the A2 figure, assumed here)"
     return {
         "cube_fractal_cycles": (published, _CUBE_PERF + " 表1: half x half, cube_m x cube_n x cube_k = 16 x 16 x 16 "
                                 "per cycle (int8 16x16x32, float 16x16x4)" + where),

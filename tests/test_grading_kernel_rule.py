@@ -11,15 +11,17 @@ import pytest
 
 from npu_lab import GlobalTensor, launch
 from npu_lab.course.kernel_check import check_kernel
-from npu_lab.kernels.scaled_add import scaled_add, scaled_add_reference
+from npu_lab.kernels.scaled_add import ScaledAddTiling, scaled_add, scaled_add_reference
 from npu_lab.lang import AscendCRuleError
 
 
-def _numpy_output(ctx, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+def _numpy_output(ctx, x_gm, y_gm, z_gm, tiling_bytes):
+    alpha = ScaledAddTiling.unpack(tiling_bytes).alpha
     z_gm.data[:] = scaled_add_reference(x_gm.data, y_gm.data, alpha)      # reads inputs, writes z
 
 
-def _numpy_inplace(ctx, x_gm, y_gm, z_gm, alpha, tiling_bytes):
+def _numpy_inplace(ctx, x_gm, y_gm, z_gm, tiling_bytes):
+    alpha = ScaledAddTiling.unpack(tiling_bytes).alpha
     np.multiply(x_gm.data, alpha, out=z_gm.data)
     z_gm.data[...] += y_gm.data
 

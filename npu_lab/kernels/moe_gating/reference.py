@@ -215,6 +215,10 @@ def _real_option(name: str, value) -> float:
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite; got {value}")
+    if abs(value) > float(np.finfo(np.float32).max):
+        # CANN's attribute is a float: a larger value overflows to inf in the kernel
+        raise ValueError(f"{name} must fit a float32 (|value| <= {float(np.finfo(np.float32).max):.4g}), as CANN's "
+                         f"float attribute does; got {value}")
     return value
 
 
