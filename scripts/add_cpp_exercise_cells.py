@@ -48,8 +48,8 @@ NOTEBOOK = {"01": "instructor/01_hardware_model.ipynb", "05": "instructor/05_dou
 
 
 def check_cell(ex) -> str:
-    return (f"from npu_lab.course.cpp_check import check_cpp\n\n"
-            f"result = check_cpp({ex.cell_name}, \"{ex.id}\", {ex.python_name})\nprint(result)\n"
+    # check_cpp is imported in the notebook's setup cell (the grader binds checks from the setup only)
+    return (f"result = check_cpp({ex.cell_name}, \"{ex.id}\", {ex.python_name})\nprint(result)\n"
             "### BEGIN HIDDEN TESTS\nassert result.correct\n### END HIDDEN TESTS")
 
 

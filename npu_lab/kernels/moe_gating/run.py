@@ -10,6 +10,7 @@ Versions, in teaching order: ``discrete`` → ``v1`` → ``v2`` (``v2_bad_sync``
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -251,7 +252,9 @@ def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", 
             raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     K = _check_k(K, E)
     try:
-        dt = np.dtype(dtype)
+        with warnings.catch_warnings():       # numpy warns on deprecated aliases (b'a'): a refusal, not a warning
+            warnings.simplefilter("ignore", DeprecationWarning)
+            dt = np.dtype(dtype)
     except (TypeError, ValueError):
         dt = None
     if dt not in (np.float32, np.float16):
