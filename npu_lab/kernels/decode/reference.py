@@ -30,7 +30,7 @@ def kv_cache_append_reference(k_new, v_new, k_cache, v_cache, seq_ids, seq_lens)
 def paged_kv_cache_append_reference(k_new, v_new, k_pages, v_pages, seq_ids, seq_lens, block_table):
     """Paged: position p of sequence s lives in page ``block_table[s, p // page_size]`` at row
     ``p % page_size``. Returns ``(k_pages_out, v_pages_out, new_seq_lens)``."""
-    seq_ids, seq_lens, table = check_paged_append(k_new, v_new, k_pages, v_pages, seq_ids, seq_lens, block_table)
+    seq_ids, seq_lens, table = check_paged_append(k_new, v_new, k_pages, v_pages, seq_ids, seq_lens, block_table)[:3]
     page_size = k_pages.shape[1]
     k_out, v_out, lens = np.array(k_pages), np.array(v_pages), np.array(seq_lens)
     for i, s in enumerate(seq_ids):

@@ -63,12 +63,13 @@ def decode_roofline_us(seq_lens, kv_heads, head_dim, itemsize, hw: HardwareSpec 
 
 
 def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: HardwareSpec | str = "ascend-910b2",
-                     chunk: int | None = None, splits: int | None = None, timing_only: bool = False,
-                     _sync=None) -> DecodeResult:
+                     chunk: int | None = None, splits: int | None = None, block_dim: int | None = None,
+                     timing_only: bool = False, _sync=None) -> DecodeResult:
     """One decode step: q [B, q_heads, D], k_cache / v_cache [B, max_len, kv_heads, D] (float16
     or float32, one dtype), seq_lens [B] (1..max_len). ``version``: "v1" whole S2 in the UB,
     "v2" S2 in chunks with online softmax, "v4" FlashDecode (S2 split over cores when
-    B·N2 < 0.4 × cores, then a combine launch). In a timing-only run q, k_cache, v_cache may be
+    B·N2 < 0.4 × cores, then a combine launch). ``block_dim``: blocks to spread the tasks over
+    (default: the vector cores). In a timing-only run q, k_cache, v_cache may be
     shape tuples (with the K/V dtype given as ``(shape, dtype)``). Returns :class:`DecodeResult`."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
     if version not in VERSIONS:
@@ -87,7 +88,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
     if D % 64:
         raise ValueError(f"head_dim={D}: the vector kernels work in 64-float slabs (one repeat); use 64 or 128")
     itemsize = kc.dtype.itemsize
-    t = decode_tiling(B, N2, G, D, max_len, lens, itemsize, hw, version=version, chunk=chunk, splits=splits)
+    t = decode_tiling(B, N2, G, D, max_len, lens, itemsize, hw, version=version, chunk=chunk, splits=splits,
+                      block_dim=block_dim)
     tb = t.pack_with(lens)
     gm = (lambda a, n: GlobalTensor.from_array(a, n, timing_only=True)) if timing_only else \
         (lambda a, n: GlobalTensor.from_array(np.ascontiguousarray(a), n))
