@@ -117,7 +117,7 @@ def test_listing_has_the_kernel_shape(spec):
     assert re.search(r"\bT(Que|Buf)\s*<\s*TPosition::VEC(IN|OUT|CALC)", text), f"{spec.path}: no TQue / TBuf"
     assert re.search(r'extern\s+"C"\s+__global__\s+__aicore__\s+void\s+\w+\s*\(', text), f"{spec.path}: no entry"
     for entry in spec_entries(spec.name, text):
-        calls = cpp_calls(text, entry)
+        calls = [c for c in cpp_calls(text, entry) if c != "REGISTER_TILING_DEFAULT"]   # it may come first
         assert calls[0] == "GET_TILING_DATA", f"{spec.path} {entry}: GET_TILING_DATA(tilingData, tiling) first"
         assert "TPipe::InitBuffer" in calls, f"{spec.path} {entry}: no pipe.InitBuffer(...)"
 

@@ -96,6 +96,7 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
         ctx.data_copy(qt, q_gm[head0 * D], G * D)
         q_que.enque(qt)
         qt = q_que.deque(np.float32)
+        ctx.duplicate(acc, 0.0, G * D)                         # an empty piece's output is 0
         m = [NEG_BIG] * G
         l = [0.0] * G
         starts = range(lo, lo + n_pos, c)
@@ -181,11 +182,8 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
         q_que.free_tensor(qt)
         ot = out_que.alloc_tensor(np.float32)
         for g in range(G):
-            if n_pos:
-                inv = ctx.scalar("1 / l", ops=1, compute=lambda g=g: 1.0 / l[g])
-                ctx.muls(ot[g * D], acc[g * D], float(inv or 0.0), D)
-            else:
-                ctx.duplicate(ot[g * D], 0.0, D)               # an empty FlashDecode piece
+            inv = ctx.scalar("1 / l", ops=1, compute=lambda g=g: 1.0 / l[g] if l[g] > 0 else 0.0)
+            ctx.muls(ot[g * D], acc[g * D], float(inv or 0.0), D)      # 0 for an empty FlashDecode piece
         out_que.enque(ot)
         ot = out_que.deque(np.float32)
         ctx.data_copy(out_gm[task * G * D], ot, G * D)

@@ -107,7 +107,8 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
     out_gm = o_gm
     if t.splits > 1:
         groups = B * N2
-        ct = CombineTiling(groups, t.splits, G, D, -(-groups // min(hw.vector_cores, groups)))
+        cores = hw.vector_cores if block_dim is None else int(block_dim)
+        ct = CombineTiling(groups, t.splits, G, D, -(-groups // min(cores, groups)))
         out_gm = GlobalTensor.empty(B * nq * D, np.float32, "out", timing_only=timing_only)
         tl2 = launch(flash_decode_combine_kernel, ct.block_dim, o_gm, lse_gm, out_gm, ct.pack(), hw=hw,
                      timing_only=timing_only, name="flash_decode_combine")
