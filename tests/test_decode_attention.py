@@ -120,11 +120,12 @@ def test_roofline_and_ladder():
     r = decode_roofline_us(lens, 8, 128, 2, HW)
     assert r == pytest.approx(4 * 1024 * 8 * 128 * 2 * 2 / (HW.hbm_bandwidth_gbps * 1e3))
     df = decode_ladder(batch=1, context_len=1024, q_heads=32, kv_heads=8, head_dim=128, hw=HW)   # B·N2 = 8 < 19.2
-    assert list(df.version) == ["v1", "v2", "v4"]
+    assert list(df.version) == ["v1", "v2", "v4", "v5"]
     assert np.isnan(df.time_us[0]) and "UB" in df.note[0]             # v1: 1024 positions do not fit
     ok = df.dropna(subset=["time_us"])
     assert (ok.achieved > 0).all() and (ok.achieved <= 1).all()
     assert (ok.time_us >= ok.roofline_us).all()
+    assert df.kv_bytes[3] * 2 == df.kv_bytes[1]                       # v5: int8 halves float16's bytes
     v4 = df[df.version == "v4"].iloc[0]
     assert v4.splits > 1 and v4.time_us < df[df.version == "v2"].iloc[0].time_us   # splitting pays
 
@@ -141,3 +142,42 @@ def test_timing_only_and_fast_path_equal_full(version, lens):
         assert other.timeline.total_us == fast.timeline.total_us
         assert other.timeline.events()[cols].equals(fast.timeline.events()[cols])
     np.testing.assert_array_equal(full.out, fast.out)
+
+
+# ---- v5: int8 KV, per-channel antiquant ------------------------------------------------------
+from npu_lab.kernels.decode import antiquant_error, dequantize_kv, quantize_kv_int8  # noqa: E402
+
+
+@HYP
+@given(seed=st.integers(0, 2**16), B=st.integers(1, 4), max_len=st.integers(1, 50), n2=st.integers(1, 3),
+       g=st.sampled_from([1, 8]), d=st.sampled_from([64, 128]), version=st.sampled_from(["v5", "v4"]))
+def test_int8_matches_dequantised_reference(seed, B, max_len, n2, g, d, version):
+    q, k, v, lens = _case(seed, B, max_len, n2, g, d, np.float32)
+    kq, ks, ko = quantize_kv_int8(k, lens)
+    vq, vs, vo = quantize_kv_int8(v, lens)
+    anti = (ks, ko, vs, vo)
+    got = decode_attention(q, kq, vq, lens, version=version, antiquant=anti, chunk=16)
+    _check(got.out, decode_attention_reference(q, kq, vq, lens, antiquant=anti), np.int8)
+
+
+def test_quantisation_round_trip_and_the_error_int8_brings():
+    q, k, v, lens = _case(11, 3, 64, 2, 4, 128, np.float32, [64, 5, 33])
+    kq, ks, ko = quantize_kv_int8(k, lens)
+    err = np.abs(dequantize_kv(kq, ks, ko) - k)[0]
+    assert (err <= ks / 2 + 1e-6).all()                               # half a step per element
+    e = antiquant_error(q, k, v, lens)
+    assert e["kv_bytes_v5"] * 4 == e["kv_bytes_v2"]                  # int8 vs float32
+    assert 1e-4 < e["max_abs_error"] < 0.1                            # int8 costs accuracy, but little
+
+
+def test_int8_needs_antiquant_and_antiquant_needs_int8():
+    q, k, v, lens = _case(0, 2, 8, 2, 2, 64, np.float32, [3, 8])
+    kq, ks, ko = quantize_kv_int8(k)
+    with pytest.raises(ValueError, match="need antiquant"):
+        decode_attention(q, kq, kq, lens, version="v5")
+    with pytest.raises(ValueError, match="antiquant is for int8"):
+        decode_attention(q, k, v, lens, version="v2", antiquant=(ks, ko, ks, ko))
+    with pytest.raises(ValueError, match=r"\[kv_heads, head_dim\]"):
+        decode_attention(q, kq, kq, lens, version="v5", antiquant=(ks[:1], ko, ks, ko))
+    with pytest.raises(TypeError, match="int8"):
+        decode_attention(q, k, v, lens, version="v5", antiquant=(ks, ko, ks, ko))

@@ -1,6 +1,6 @@
 """LLM decode on the vector core (issue 18): the KV-cache append (contiguous and paged) and decode
 attention built like CANN's IncreFlashAttention (v1 whole S2 in the UB, v2 online softmax over
-chunks, v4 FlashDecode split-KV + log-sum-exp combine), with the memory-bound roofline.
+chunks, v4 FlashDecode split-KV + log-sum-exp combine, v5 int8 KV with antiquant), with the memory-bound roofline.
 
 Public names:
 
@@ -9,13 +9,17 @@ Public names:
 * :func:`decode_attention`, :func:`decode_attention_reference` — one decode step, GQA;
 * :func:`decode_roofline_us`, :func:`kv_bytes_read`, :func:`decode_ladder` — the roofline and the
   per-version achieved fraction;
+* :func:`quantize_kv_int8`, :func:`dequantize_kv`, :func:`antiquant_error` — v5's int8 KV
+  (per-channel antiquant, (k + offset) · scale) and the error it brings;
 * :func:`decode_tiling`, :func:`flash_decode_splits`, :func:`largest_chunk` — the tiling decisions;
 * :class:`KvCacheFullError`, :data:`TOLERANCE`.
 """
 
 from .append import AppendResult, kv_append_tiling, kv_cache_append, paged_kv_cache_append
 from .reference import decode_attention_reference, kv_cache_append_reference, paged_kv_cache_append_reference
-from .run import TOLERANCE, VERSIONS, DecodeResult, decode_attention, decode_ladder, decode_roofline_us, kv_bytes_read
+from .quant import dequantize_kv, quantize_kv_int8
+from .run import (TOLERANCE, VERSIONS, DecodeResult, antiquant_error, decode_attention, decode_ladder,
+                  decode_roofline_us, kv_bytes_read)
 from .tiling import FLASH_DECODE_RATIO, decode_tiling, flash_decode_splits, largest_chunk
 from .validate import KvCacheFullError
 
@@ -23,4 +27,4 @@ __all__ = ["AppendResult", "kv_append_tiling", "kv_cache_append", "paged_kv_cach
            "decode_attention_reference", "kv_cache_append_reference", "paged_kv_cache_append_reference",
            "TOLERANCE", "VERSIONS", "DecodeResult", "decode_attention", "decode_ladder", "decode_roofline_us",
            "kv_bytes_read", "FLASH_DECODE_RATIO", "decode_tiling", "flash_decode_splits", "largest_chunk",
-           "KvCacheFullError"]
+           "KvCacheFullError", "quantize_kv_int8", "dequantize_kv", "antiquant_error"]

@@ -1,10 +1,11 @@
-// decode_attention v1 / v2 / v4 and flash_decode_combine: the Ascend C beside attention.py
+// decode_attention v1 / v2 / v4 / v5 and flash_decode_combine: the Ascend C beside attention.py
 // (decode_attention_kernel) and combine.py (flash_decode_combine_kernel).
 //
 // A task is one (b, n2, S2 piece): the G query heads of KV head n2 against its cached positions,
 // built like IncreFlashAttention's all-vector template (ops-transformer attention/
 // incre_flash_attention/docs/IFA算子设计介绍.md). The tiling decides the version: v1 = one chunk
-// holding the whole S2, one buffer; v2 = chunks, two buffers per queue, online softmax; v4 = v2
+// holding the whole S2, one buffer; v2 = chunks, two buffers per queue, online softmax; v5 = v2 over
+// int8 K/V dequantised on load (T = int8_t, antiquant rows per KV head); v4 = v2
 // with S2 split over cores (splits > 1) and a second launch, flash_decode_combine.
 // Pipes: MTE2 (q, K, V through VECIN queues) -> V (scores, Exp, P.V) <-> S (running max / sum:
 // GetValue after V_S, S_V before V reuses the bytes) -> MTE3 (out through a VECOUT queue; the
@@ -66,7 +67,7 @@ class KernelDecodeAttention {
 public:
     __aicore__ inline KernelDecodeAttention() {}
 
-    __aicore__ inline void Init(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR out, GM_ADDR lse,
+    __aicore__ inline void Init(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR antiquant, GM_ADDR out, GM_ADDR lse,
                                 const DecodeTiling* tiling, TPipe* pipeIn)
     {
         t = tiling;
@@ -79,6 +80,7 @@ public:
         vGm.SetGlobalBuffer((__gm__ T*)v);
         outGm.SetGlobalBuffer((__gm__ float*)out);
         lseGm.SetGlobalBuffer((__gm__ float*)lse);
+        antiGm.SetGlobalBuffer((__gm__ float*)antiquant);
         pipe->InitBuffer(qQueue, 1, G * D * sizeof(float));
         pipe->InitBuffer(outQueue, 1, G * D * sizeof(float));
         pipe->InitBuffer(kQueue, t->numBuffers, c * D * sizeof(T));
@@ -91,9 +93,13 @@ public:
         pipe->InitBuffer(redBuf, 256);
         pipe->InitBuffer(tmpBuf, TmpBytes(c));
         pipe->InitBuffer(lseBuf, (G + 7) / 8 * 32 > 32 ? (G + 7) / 8 * 32 : 32);
-        if constexpr (sizeof(T) == 2) {
+        if constexpr (sizeof(T) != 4) {
             pipe->InitBuffer(kfBuf, c * D * sizeof(float));
             pipe->InitBuffer(vfBuf, c * D * sizeof(float));
+        }
+        if constexpr (sizeof(T) == 1) {                           // v5: int8 -> half -> float
+            pipe->InitBuffer(halfBuf, c * D * sizeof(half));
+            pipe->InitBuffer(antiQueue, 1, 4 * D * sizeof(float));
         }
     }
 
@@ -134,14 +140,24 @@ private:
         LocalTensor<T> kt = kQueue.DeQue<T>();
         LocalTensor<T> vt = vQueue.DeQue<T>();
         LocalTensor<float> kf, vf;
-        if constexpr (sizeof(T) == 2) {
+        if constexpr (sizeof(T) == 1) {
+            // antiquant (IFA算子设计介绍.md: C = A * (B + offset) x scale), per channel: the KV
+            // head's offset / scale row for every position (src1 repeat stride 0)
             kf = kfBuf.Get<float>();
             vf = vfBuf.Get<float>();
-            Cast(kf, kt, RoundMode::CAST_NONE, s * D);
-            Cast(vf, vt, RoundMode::CAST_NONE, s * D);
+            LocalTensor<half> h = halfBuf.Get<half>();
+            Dequant(kf, kt, h, 0, s);
+            Dequant(vf, vt, h, 2 * D, s);
         } else {
-            kf = kt;                                            // T is float: no copy
-            vf = vt;
+            if constexpr (sizeof(T) == 2) {
+                kf = kfBuf.Get<float>();
+                vf = vfBuf.Get<float>();
+                Cast(kf, kt, RoundMode::CAST_NONE, s * D);
+                Cast(vf, vt, RoundMode::CAST_NONE, s * D);
+            } else {
+                kf = kt;                                        // T is float: no copy
+                vf = vt;
+            }
         }
         for (int32_t g = 0; g < G; g++) {
             if (s8 > s) {
@@ -211,6 +227,23 @@ private:
         vQueue.FreeTensor(vt);
     }
 
+    // int8 rows -> float: two Casts, then + offset and x scale per channel (rows of 64 columns)
+    __aicore__ inline void Dequant(const LocalTensor<float>& dst, const LocalTensor<T>& src, const LocalTensor<half>& h,
+                                   int32_t base, int32_t s)
+    {
+        Cast(h, src, RoundMode::CAST_NONE, s * D);
+        Cast(dst, h, RoundMode::CAST_NONE, s * D);
+        for (int32_t r0 = 0; r0 < s; r0 += ROWS) {
+            int32_t n = s - r0 < ROWS ? s - r0 : ROWS;
+            for (int32_t sl = 0; sl < D / 64; sl++) {
+                Add(dst[r0 * D + sl * 64], dst[r0 * D + sl * 64], anti[base + D + sl * 64], 64, n,
+                    BinaryRepeatParams(1, 1, 1, D / 8, D / 8, 0));
+                Mul(dst[r0 * D + sl * 64], dst[r0 * D + sl * 64], anti[base + sl * 64], 64, n,
+                    BinaryRepeatParams(1, 1, 1, D / 8, D / 8, 0));
+            }
+        }
+    }
+
     // MTE3: out = acc / l of the G heads (and, in v4, the piece's log-sum-exp).
     __aicore__ inline void CopyOut(int32_t task, int32_t nPos)
     {
@@ -254,6 +287,14 @@ private:
         qQueue.EnQue(q);
         q = qQueue.DeQue<float>();
         Duplicate(accBuf.Get<float>(), 0.0f, G * D);               // an empty piece's output is 0
+        if constexpr (sizeof(T) == 1) {
+            anti = antiQueue.AllocTensor<float>();
+            for (int32_t i = 0; i < 4; i++) {                      // k_scale, k_offset, v_scale, v_offset
+                DataCopy(anti[i * D], antiGm[(i * t->kvHeads + n2) * D], D);
+            }
+            antiQueue.EnQue(anti);
+            anti = antiQueue.DeQue<float>();
+        }
         for (int32_t g = 0; g < G; g++) {
             m[g] = NEG_BIG;
             l[g] = 0.0f;
@@ -269,14 +310,19 @@ private:
             Compute(q, ci, s);
         }
         qQueue.FreeTensor(q);
+        if constexpr (sizeof(T) == 1) {
+            antiQueue.FreeTensor(anti);
+        }
         CopyOut(task, nPos);
     }
 
     TPipe* pipe;
     TQue<TPosition::VECIN, 1> qQueue, kQueue, vQueue;
     TQue<TPosition::VECOUT, 1> outQueue;
-    TBuf<TPosition::VECCALC> accBuf, prodBuf, scoresBuf, partBuf, pbBuf, redBuf, tmpBuf, lseBuf, kfBuf, vfBuf;
-    GlobalTensor<float> qGm, outGm, lseGm;
+    TBuf<TPosition::VECCALC> accBuf, prodBuf, scoresBuf, partBuf, pbBuf, redBuf, tmpBuf, lseBuf, kfBuf, vfBuf, halfBuf;
+    TQue<TPosition::VECIN, 1> antiQueue;
+    LocalTensor<float> anti;
+    GlobalTensor<float> qGm, outGm, lseGm, antiGm;
     GlobalTensor<T> kGm, vGm;
     const DecodeTiling* t;
     int32_t G, D, c;
@@ -286,27 +332,28 @@ public:
     __aicore__ inline void SetScale(float s) { scale = s; }
 };
 
-extern "C" __global__ __aicore__ void decode_attention(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR out, GM_ADDR lse,
-                                                       GM_ADDR workspace, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void decode_attention(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR antiquant,
+                                                       GM_ADDR out, GM_ADDR lse, GM_ADDR workspace, GM_ADDR tiling)
 {
     REGISTER_TILING_DEFAULT(DecodeTiling);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
-    KernelDecodeAttention<DTYPE_K, false> op;            // half or float K/V; v1, v2
-    op.Init(q, k, v, out, lse, &tilingData, &pipe);
+    KernelDecodeAttention<DTYPE_K, false> op;            // float/half K/V (v1, v2) or int8 (v5)
+    op.Init(q, k, v, antiquant, out, lse, &tilingData, &pipe);
     op.SetScale(InvSqrt(static_cast<float>(tilingData.headDim)));   // 1/sqrt(D), once per launch
     op.Process();
 }
 
 // v4 step 1: the same tasks over S2 pieces; out and lse are the GM workspace of step 2
-extern "C" __global__ __aicore__ void decode_attention_split(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR out,
-                                                             GM_ADDR lse, GM_ADDR workspace, GM_ADDR tiling)
+extern "C" __global__ __aicore__ void decode_attention_split(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR antiquant,
+                                                             GM_ADDR out, GM_ADDR lse, GM_ADDR workspace,
+                                                             GM_ADDR tiling)
 {
     REGISTER_TILING_DEFAULT(DecodeTiling);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
     KernelDecodeAttention<DTYPE_K, true> op;
-    op.Init(q, k, v, out, lse, &tilingData, &pipe);
+    op.Init(q, k, v, antiquant, out, lse, &tilingData, &pipe);
     op.SetScale(InvSqrt(static_cast<float>(tilingData.headDim)));
     op.Process();
 }

@@ -18,7 +18,8 @@ Per chunk of ``chunk`` positions and per query head g (D a multiple of 64; fp32 
   stride 0), a tree of ``Add``s sums the rows; acc = acc·corr + that; at the end out = acc / l.
 
 v1 holds the whole S2 in one chunk (one buffer; the tiling refuses lengths past the UB);
-v2 loops over chunks with double-buffered K/V queues; v4 splits S2 over cores (FlashDecode) and
+v2 loops over chunks with double-buffered K/V queues; v5 is v2 over int8 K/V dequantised on load
+(antiquant, per-channel scale and offset); v4 splits S2 over cores (FlashDecode) and
 writes each piece's normalised output and log-sum-exp to a GM workspace, combined by a second
 launch (:mod:`.combine`).
 
@@ -51,7 +52,7 @@ def task_range(t: DecodeTiling, lens, task: int):
     return b, n2, lo, max(0, min(int(lens[b]), lo + t.split_len) - lo)
 
 
-def decode_block_classes(block_dim, q, k, v, out, lse, tiling_bytes, sync=None):
+def decode_block_classes(block_dim, q, k, v, anti, out, lse, tiling_bytes, sync=None):
     """Blocks whose tasks cover the same numbers of positions run the same stream."""
     t, lens = DecodeTiling.unpack_with(tiling_bytes)
     labels = []
@@ -65,7 +66,7 @@ def decode_block_classes(block_dim, q, k, v, out, lse, tiling_bytes, sync=None):
 ALL_FLAGS = frozenset({"V_S", "S_V", "S_MTE3", "MTE3_S"})
 
 
-def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
+def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync):
     sync = ALL_FLAGS if sync is None else sync
     t, lens = DecodeTiling.unpack_with(tiling_bytes)
     G, D, c, N2 = t.group, t.head_dim, t.chunk, t.kv_heads
@@ -81,9 +82,13 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
     bufs = {}
     for name, nbytes in (("acc", G * D * 4), ("prod", c * D * 4), ("scores", c * 4), ("part", c * 4),
                          ("pb", c * 32), ("red", 256), ("tmp", reduce_tmp_bytes(c)), ("lse", max(32, -(-G // 8) * 32))) \
-            + ((("kf", c * D * 4), ("vf", c * D * 4)) if t.kv_itemsize != 4 else ()):
+            + ((("kf", c * D * 4), ("vf", c * D * 4)) if t.kv_itemsize != 4 else ()) \
+            + ((("half", c * D * 2),) if t.kv_itemsize == 1 else ()):
         bufs[name] = TBuf(TPosition.VECCALC)
         pipe.init_buffer(bufs[name], nbytes, name=name)
+    if t.kv_itemsize == 1:          # v5: per-channel scale and offset rows of this task's KV head
+        anti_que = TQue(TPosition.VECIN, 1)
+        pipe.init_buffer(anti_que, 1, 4 * D * 4, name="antiquant")
     acc, prod, scores, part = (bufs[n].get(np.float32) for n in ("acc", "prod", "scores", "part"))
     pb, red, tmp, lse_ub = (bufs[n].get(np.float32) for n in ("pb", "red", "tmp", "lse"))
     first = ctx.get_block_idx() * t.tasks_per_block
@@ -97,6 +102,12 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
         q_que.enque(qt)
         qt = q_que.deque(np.float32)
         ctx.duplicate(acc, 0.0, G * D)                         # an empty piece's output is 0
+        if t.kv_itemsize == 1:
+            anti = anti_que.alloc_tensor(np.float32)
+            for i in range(4):                                 # k_scale, k_offset, v_scale, v_offset
+                ctx.data_copy(anti[i * D], anti_gm[(i * N2 + n2) * D], D)
+            anti_que.enque(anti)
+            anti = anti_que.deque(np.float32)
         m = [NEG_BIG] * G
         l = [0.0] * G
         starts = range(lo, lo + n_pos, c)
@@ -113,7 +124,22 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
             k_que.enque(kt)
             v_que.enque(vt)
             kt, vt = k_que.deque(kv_dtype), v_que.deque(kv_dtype)
-            if t.kv_itemsize != 4:
+            if t.kv_itemsize == 1:
+                # antiquant (IFA算子设计介绍.md: C = A * (B + offset) x scale): int8 -> half -> float,
+                # then + offset and x scale per channel (the row of this KV head, repeat stride 0)
+                kf, vf, half = bufs["kf"].get(np.float32), bufs["vf"].get(np.float32), bufs["half"].get(np.float16)
+                for src, dst, base in ((kt, kf, 0), (vt, vf, 2 * D)):
+                    ctx.cast(half, src, "CAST_NONE", s * D)
+                    ctx.cast(dst, half, "CAST_NONE", s * D)
+                    for r0 in range(0, s, ROWS):
+                        n = min(ROWS, s - r0)
+                        for sl in range(slabs):
+                            at = r0 * D + sl * 64
+                            ctx.add(dst[at], dst[at], anti[base + D + sl * 64], 64, n,
+                                    BinaryRepeatParams(1, 1, 1, D // 8, D // 8, 0))
+                            ctx.mul(dst[at], dst[at], anti[base + sl * 64], 64, n,
+                                    BinaryRepeatParams(1, 1, 1, D // 8, D // 8, 0))
+            elif t.kv_itemsize != 4:
                 kf, vf = bufs["kf"].get(np.float32), bufs["vf"].get(np.float32)
                 ctx.cast(kf, kt, "CAST_NONE", s * D)
                 ctx.cast(vf, vt, "CAST_NONE", s * D)
@@ -180,6 +206,8 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
             k_que.free_tensor(kt)
             v_que.free_tensor(vt)
         q_que.free_tensor(qt)
+        if t.kv_itemsize == 1:
+            anti_que.free_tensor(anti)
         ot = out_que.alloc_tensor(np.float32)
         for g in range(G):
             inv = ctx.scalar("1 / l", ops=1, compute=lambda g=g: 1.0 / l[g] if l[g] > 0 else 0.0)
@@ -205,10 +233,11 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync):
 
 
 @npu_kernel(block_classes=decode_block_classes)
-def decode_attention_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm: GlobalTensor,
+def decode_attention_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm: GlobalTensor, anti_gm,
                             out_gm: GlobalTensor, lse_gm, tiling_bytes: bytes, sync=None):
-    """v1 / v2 / v4 step 1 (the tiling says which). ``out_gm``: [tasks, G, D] float32 — the final
+    """v1 / v2 / v4 step 1 / v5 (the tiling says which). ``anti_gm``: v5's float32
+    [4, N2, D] (k_scale, k_offset, v_scale, v_offset) for int8 K/V, else None. ``out_gm``: [tasks, G, D] float32 — the final
     output when splits = 1 (task order is (b, n2) so it is [B, q_heads, D]), else the pieces'
     normalised outputs; ``lse_gm``: [tasks, G] float32 log-sum-exp (v4) or None.
     Listing: ``attention.cpp``."""
-    _kernel_body(ctx, q_gm, k_gm, v_gm, out_gm, lse_gm, tiling_bytes, sync)
+    _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync)

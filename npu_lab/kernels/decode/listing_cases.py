@@ -22,4 +22,6 @@ def run_case(spec_version: str, hw, **case):
     n2, g, d = case.pop("kv_heads"), case.pop("group"), case.pop("head_dim")
     B = len(lens)
     return decode_attention((B, n2 * g, d), ((B, int(lens.max()), n2, d), dtype), None, lens, hw=hw,
+                            antiquant=(tuple(np.ones((n2, d), np.float32) for _ in range(4)) if dtype == np.int8
+                                       else None),
                             timing_only=True, block_dim=1, **case).timeline

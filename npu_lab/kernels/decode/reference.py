@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .quant import check_antiquant, dequantize_kv
 from .validate import check_append, check_attention, check_paged_append
 
 
@@ -42,12 +43,16 @@ def paged_kv_cache_append_reference(k_new, v_new, k_pages, v_pages, seq_ids, seq
     return k_out, v_out, lens
 
 
-def decode_attention_reference(q, k_cache, v_cache, seq_lens, **_ignored):
+def decode_attention_reference(q, k_cache, v_cache, seq_lens, *, antiquant=None, **_ignored):
     """float64 softmax(q·Kᵀ / sqrt(D)) · V per sequence and query head over the first
     ``seq_lens[b]`` cached positions; q head h reads KV head h // G (G = q_heads / kv_heads).
     Extra keyword arguments (``version``, ``hw``, ...) are accepted and ignored so the call
-    matches :func:`~npu_lab.kernels.decode.decode_attention`. Returns float64 [B, q_heads, D]."""
-    q, k_cache, v_cache, lens, g = check_attention(q, k_cache, v_cache, seq_lens)
+    matches :func:`~npu_lab.kernels.decode.decode_attention`. ``antiquant`` (v5): int8 caches
+    dequantised as (k + offset) · scale per channel first. Returns float64 [B, q_heads, D]."""
+    q, k_cache, v_cache, lens, g = check_attention(q, k_cache, v_cache, seq_lens, int8=antiquant is not None)
+    if antiquant is not None:
+        a = check_antiquant(antiquant, k_cache.shape[2], k_cache.shape[3])
+        k_cache, v_cache = dequantize_kv(k_cache, a[0], a[1]), dequantize_kv(v_cache, a[2], a[3])
     B, nq, D = q.shape
     out = np.empty((B, nq, D))
     for b in range(B):

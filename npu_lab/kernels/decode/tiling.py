@@ -68,6 +68,7 @@ def ub_bytes_per_position(head_dim: int, itemsize: int, group: int, num_buffers:
     float32 copies of K/V when they are float16, the product rows, the score and its Brcb block."""
     kv = 2 * num_buffers * head_dim * itemsize
     f32 = (2 * head_dim * 4 if itemsize != 4 else 0) + head_dim * 4      # kf, vf, prod
+    f32 += head_dim * 2 if itemsize == 1 else 0                           # int8 -> half on the way
     return kv + f32 + 4 + 4 + 32                                          # scores, part, brcb
 
 
@@ -79,7 +80,8 @@ def reduce_tmp_bytes(chunk: int) -> int:
 def ub_fixed_bytes(head_dim: int, group: int) -> int:
     """UB independent of the chunk: q [G, D], acc [G, D], out [G, D] (float32), reduce scratch
     (sized for the largest chunk), the log-sum-exp row."""
-    return 3 * group * head_dim * 4 + 256 + reduce_tmp_bytes(4088) + max(32, -(-group // 8) * 32)
+    return 3 * group * head_dim * 4 + 256 + reduce_tmp_bytes(4088) + max(32, -(-group // 8) * 32) \
+        + 4 * head_dim * 4                                                # v5's scale / offset rows
 
 
 def largest_chunk(hw: HardwareSpec, head_dim: int, itemsize: int, group: int, num_buffers: int) -> int:
@@ -127,10 +129,10 @@ def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize,
             sp = flash_decode_splits(batch, kv_heads, longest, cores, c) if splits is None else int(splits)
             if sp < 1:
                 raise ValueError(f"splits must be >= 1, got {splits!r}")
-        elif version == "v2":
+        elif version in ("v2", "v5"):
             sp = 1
         else:
-            raise ValueError(f"version must be 'v1', 'v2' or 'v4', got {version!r}")
+            raise ValueError(f"version must be 'v1', 'v2', 'v4' or 'v5', got {version!r}")
     split_len = -(-longest // sp)
     tasks = batch * kv_heads * sp
     tpb = -(-tasks // min(cores, tasks))

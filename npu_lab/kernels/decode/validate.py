@@ -115,9 +115,10 @@ def _whole(name, v, lo):
     return int(v)
 
 
-def check_attention(q, k_cache, v_cache, seq_lens):
+def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
     """q [B, q_heads, D] float32 (or float16); k_cache, v_cache [B, max_len, kv_heads, D] of one
-    dtype; seq_lens [B] in 1..max_len. Returns ``(q, k, v, lens, G)``."""
+    dtype (float16 / float32; int8 when ``int8``, v5); seq_lens [B] in 1..max_len. Returns
+    ``(q, k, v, lens, G)``."""
     q = np.asarray(q)
     if q.ndim != 3:
         raise ValueError(f"q must be [num_seqs, q_heads, head_dim], got shape {q.shape}")
@@ -127,8 +128,13 @@ def check_attention(q, k_cache, v_cache, seq_lens):
     if len(ks) != 4 or ks != vs:
         raise ValueError(f"k_cache and v_cache must both be [num_seqs, max_len, kv_heads, head_dim]; got {ks} and {vs}")
     kd, vd = np.asarray(k_cache).dtype if not hasattr(k_cache, "dtype") else k_cache.dtype, v_cache.dtype
-    if kd not in KV_DTYPES or kd != vd:
-        raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, float16 or float32")
+    if int8:
+        if kd != np.int8 or vd != np.int8:
+            raise TypeError(f"v5 (antiquant) takes int8 k_cache and v_cache, got {kd} and {vd}; "
+                            "quantize_kv_int8 makes them")
+    elif kd not in KV_DTYPES or kd != vd:
+        raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, float16 or float32"
+                        + ("; int8 K/V take version='v5' with antiquant=(...)" if kd == np.int8 else ""))
     B, nq, D = q.shape
     if ks[0] != B or ks[3] != D:
         raise ValueError(f"q is [{B}, {nq}, {D}] but the cache is {ks}: num_seqs and head_dim must match")
