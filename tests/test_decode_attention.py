@@ -181,3 +181,12 @@ def test_int8_needs_antiquant_and_antiquant_needs_int8():
         decode_attention(q, kq, kq, lens, version="v5", antiquant=(ks[:1], ko, ks, ko))
     with pytest.raises(TypeError, match="int8"):
         decode_attention(q, k, v, lens, version="v5", antiquant=(ks, ko, ks, ko))
+
+
+def test_flash_decode_sweep_splits_only_below_the_threshold_and_pays_there():
+    from npu_lab.kernels.decode import flash_decode_sweep
+    df = flash_decode_sweep(batches=(1, 2, 4), context_len=1024, q_heads=16, kv_heads=8)
+    below = df.bn < 0.4 * HW.vector_cores
+    assert (df.splits[below] > 1).all() and (df.splits[~below] == 1).all()
+    assert (df.speedup[below] > 1).all()
+    assert (df.v2_us[~below] == df.v4_us[~below]).all()          # no split: v4 is v2

@@ -11,6 +11,7 @@ Public names:
   per-version achieved fraction;
 * :func:`quantize_kv_int8`, :func:`dequantize_kv`, :func:`antiquant_error` — v5's int8 KV
   (per-channel antiquant, (k + offset) · scale) and the error it brings;
+* :func:`flash_decode_sweep` — v2 against v4 over batch: where splitting S2 pays;
 * :func:`decode_tiling`, :func:`flash_decode_splits`, :func:`largest_chunk` — the tiling decisions;
 * :class:`KvCacheFullError`, :data:`TOLERANCE`.
 """
@@ -19,7 +20,7 @@ from .append import AppendResult, kv_append_tiling, kv_cache_append, paged_kv_ca
 from .reference import decode_attention_reference, kv_cache_append_reference, paged_kv_cache_append_reference
 from .quant import dequantize_kv, quantize_kv_int8
 from .run import (TOLERANCE, VERSIONS, DecodeResult, antiquant_error, decode_attention, decode_ladder,
-                  decode_roofline_us, kv_bytes_read)
+                  decode_roofline_us, flash_decode_sweep, kv_bytes_read)
 from .tiling import FLASH_DECODE_RATIO, decode_tiling, flash_decode_splits, largest_chunk
 from .validate import KvCacheFullError
 
@@ -27,4 +28,4 @@ __all__ = ["AppendResult", "kv_append_tiling", "kv_cache_append", "paged_kv_cach
            "decode_attention_reference", "kv_cache_append_reference", "paged_kv_cache_append_reference",
            "TOLERANCE", "VERSIONS", "DecodeResult", "decode_attention", "decode_ladder", "decode_roofline_us",
            "kv_bytes_read", "FLASH_DECODE_RATIO", "decode_tiling", "flash_decode_splits", "largest_chunk",
-           "KvCacheFullError", "quantize_kv_int8", "dequantize_kv", "antiquant_error"]
+           "KvCacheFullError", "flash_decode_sweep", "quantize_kv_int8", "dequantize_kv", "antiquant_error"]

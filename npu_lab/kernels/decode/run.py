@@ -175,3 +175,21 @@ def antiquant_error(q, k_cache, v_cache, seq_lens, *, hw: HardwareSpec | str = "
     return dict(max_abs_error=float(err.max()), mean_abs_error=float(err.mean()),
                 kv_bytes_v2=r2.kv_bytes, kv_bytes_v5=r5.kv_bytes,
                 time_us_v2=r2.timeline.total_us, time_us_v5=r5.timeline.total_us)
+
+
+def flash_decode_sweep(batches=(1, 2, 4, 8, 16, 32), context_len: int = 4096, q_heads: int = 64, kv_heads: int = 8,
+                       head_dim: int = 128, dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2") -> pd.DataFrame:
+    """Where splitting S2 pays: timing-only v2 and v4 at each batch (every sequence at
+    ``context_len``). Columns: batch, bn (B·N2), splits (v4's tiling: > 1 only when
+    B·N2 < 0.4 × cores), v2_us, v4_us, speedup (v2 / v4), roofline_us."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    rows = []
+    for b in batches:
+        lens = np.full(int(b), context_len)
+        shape = ((int(b), context_len, kv_heads, head_dim), dtype)
+        r2 = decode_attention((int(b), q_heads, head_dim), shape, None, lens, version="v2", hw=hw, timing_only=True)
+        r4 = decode_attention((int(b), q_heads, head_dim), shape, None, lens, version="v4", hw=hw, timing_only=True)
+        rows.append(dict(batch=int(b), bn=int(b) * kv_heads, splits=r4.tiling.splits, v2_us=r2.timeline.total_us,
+                         v4_us=r4.timeline.total_us, speedup=r2.timeline.total_us / r4.timeline.total_us,
+                         roofline_us=r2.roofline_us))
+    return pd.DataFrame(rows)
