@@ -156,6 +156,28 @@ def bench_moe_full() -> None:
     row("timing-only / numpy reference", timing / ref, "x")
 
 
+def bench_decode() -> None:
+    """Issue 18: a timing-only decode step at B = 64, context 8K, Llama-3-70B heads (q 64, kv 8,
+    D 128, float16 KV; target < 100 ms) and a full run at a small shape against numpy."""
+    from npu_lab.kernels.decode import decode_attention, decode_attention_reference
+
+    section("decode attention v2, B=64 ctx=8K Llama-3-70B heads (target < 100 ms)")
+    lens = np.full(64, 8192)
+    step = lambda: decode_attention((64, 64, 128), ((64, 8192, 8, 128), np.float16), None, lens,  # noqa: E731
+                                    version="v2", timing_only=True)
+    r = step()
+    row("timing-only decode step", median_seconds(step, repeats=3) * 1e3, "ms")
+    row("simulated step", r.timeline.total_us, "us", f"HBM roofline {r.roofline_us:.0f} us, {r.achieved:.1%}")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((4, 16, 128)).astype(np.float32)
+    k, v = (rng.standard_normal((4, 256, 2, 128)).astype(np.float16) for _ in range(2))
+    small = np.array([256, 200, 129, 17])
+    full = median_seconds(lambda: decode_attention(q, k, v, small, version="v2"), repeats=3)
+    ref = median_seconds(lambda: decode_attention_reference(q, k, v, small), repeats=3)
+    row("full run B=4 q16 kv2 D128 ctx<=256", full * 1e3, "ms")
+    row("full run / numpy reference", full / ref, "x")
+
+
 def bench_moe_scaling() -> None:
     """Issue 3 §6: how timing-only cost grows from S = 1K to S = 1M tokens (target < 5x)."""
     from npu_lab.kernels.moe_gating import simulate_moe_gating
@@ -332,7 +354,7 @@ def bench_gemm() -> None:
 
 
 SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_every_explorer, bench_moe_sweep,
-            bench_moe_full, bench_moe_scaling, bench_gemm, bench_grading]
+            bench_moe_full, bench_moe_scaling, bench_gemm, bench_decode, bench_grading]
 
 
 def main(argv: list[str]) -> int:

@@ -176,6 +176,25 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 (dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=3, version="v4", out_dtype="float32"),
                  dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=2, step_k=1, version="v4", out_dtype="float32")),
                 entry=("gemm_v4",), sync_order=True),
+    # decode (issue 18): one core, so one block takes several rows / tasks; float16 takes the Cast
+    ListingSpec("decode_append", "decode/append.cpp", "decode_append",
+                (dict(rows=3, kv_heads=4, head_dim=64, heads_per_tile=3, dtype="float16"),
+                 dict(rows=1, kv_heads=2, head_dim=128, heads_per_tile=2, dtype="float32")),
+                entry=("kv_cache_append",), sync_order=True, kernels=("kv_append_kernel",)),
+    ListingSpec("decode_attention", "decode/attention.cpp", "decode_attention",
+                (dict(version="v2", lens=(40, 17), kv_heads=2, group=2, head_dim=128, chunk=16, dtype="float32"),
+                 dict(version="v1", lens=(9, 16), kv_heads=1, group=2, head_dim=64, dtype="float16"),
+                 dict(version="v5", lens=(20,), kv_heads=2, group=1, head_dim=128, chunk=8, dtype="int8")),
+                entry=("decode_attention",), sync_order=True, kernels=("decode_attention_kernel",)),
+    ListingSpec("flash_decode", "decode/attention.cpp", "flash_decode",
+                (dict(version="v4", lens=(40, 5), kv_heads=1, group=2, head_dim=64, chunk=8, splits=3,
+                      dtype="float16"),
+                 dict(version="v4", lens=(16,), kv_heads=1, group=2, head_dim=128, chunk=8, splits=2,
+                      dtype="float32"),
+                 dict(version="v4", lens=(12,), kv_heads=1, group=1, head_dim=64, chunk=8, splits=2,
+                      dtype="int8")),
+                entry=("decode_attention_split", "flash_decode_combine"), sync_order=True,
+                kernels=("flash_decode_combine_kernel",)),
 )}
 
 
@@ -883,6 +902,9 @@ def _run(spec: ListingSpec, case: dict):
             from .scaled_add import scaled_add
             _, timeline = scaled_add(case.pop("n"), None, hw=hw, timing_only=True, block_dim=case.pop("block_dim", 1),
                                      **case)
+        elif spec.version.startswith("decode_") or spec.version == "flash_decode":
+            from .decode.listing_cases import run_case
+            timeline = run_case(spec.version, hw, **case)
         else:
             from .moe_gating.run import VERSIONS, simulate_moe_gating
             if spec.version not in VERSIONS:
