@@ -22,7 +22,7 @@ OUT = ROOT / "docs" / "api_cheatsheet.md"
 GROUPS = [
     ("where-am-i", "Where am I: block and tiling",
      "once, at the top of every kernel: which block this is, how many there are, and the host's tiling struct.",
-     ["GetBlockIdx", "GetBlockNum", "REGISTER_TILING_DEFAULT", "GET_TILING_DATA"]),
+     ["GetBlockIdx", "GetBlockNum", "REGISTER_TILING_DEFAULT", "GET_TILING_DATA", "GET_TILING_DATA_WITH_STRUCT"]),
     ("memory-and-queues", "Memory and queues",
      "carve the Unified Buffer: a `TQue` for data handed between two pipes (it syncs them), a `TBuf` for scratch "
      "(you sync it); `GetValue`/`SetValue` for scalar access (pipe S, slow).",

@@ -115,7 +115,9 @@ def test_masked_copy_does_not_exist_on_the_310p():
     copies = [i + 1 for i, ln in enumerate(text.splitlines()) if ln.strip().startswith("Copy(") and ", lane, " in ln]
     assert copies, "vectorized.cpp no longer has the masked Copy: update this control"
     diags = cc.compile_listing(path, "ascend-310p3")
-    assert [d.line for d in diags] == copies
+    # clang reports a failed header template once per instantiation: calls with the same argument
+    # types after the first add no diagnostic, so every diagnostic is on a masked Copy, and there is one
+    assert diags and {d.line for d in diags} <= set(copies) and copies[0] in {d.line for d in diags}
     assert all(d.message.startswith("Copy(...) has no implementation") for d in diags)
     assert cc.compile_listing(path, "ascend-910b2") == []
 
@@ -172,7 +174,7 @@ def test_the_listing_reader_finds_the_calls_clang_resolves(clang_calls, path):
     text = path.read_text(encoding="utf-8")
     lines = cc.non_template_lines(text)
     back = {"TPipe::InitBuffer": "InitBuffer", "TBuf::Get": "Get"}
-    macros = {"GET_TILING_DATA", "REGISTER_TILING_DEFAULT"}
+    macros = {"GET_TILING_DATA", "GET_TILING_DATA_WITH_STRUCT", "REGISTER_TILING_DEFAULT"}
     reader = Counter((back.get(n, n), line) for n, line in cpp_call_names(text) if line in lines and n not in macros)
     resolved = Counter(c for c in clang_calls[str(path)] if c[1] in lines)
     assert reader == resolved, (f"{path.name}: only the reader: {sorted((reader - resolved).elements())}; "

@@ -19,6 +19,8 @@ _ROWS = [
     ("GetBlockIdx", "KernelContext.get_block_idx", "int64_t GetBlockIdx()", _B + "工具接口/系统资源与变量/GetBlockIdx.md"),
     ("GetBlockNum", "KernelContext.get_block_num", "int64_t GetBlockNum()", _B + "工具接口/系统资源与变量/GetBlockNum.md"),
     ("GET_TILING_DATA", "Int32Struct.unpack", "GET_TILING_DATA(tilingData, tiling)", _B + "Kernel-Tiling/GET_TILING_DATA.md"),
+    ("GET_TILING_DATA_WITH_STRUCT", "Int32Struct.unpack", "GET_TILING_DATA_WITH_STRUCT(tiling_struct, tilingData, tiling)",
+     _B + "Kernel-Tiling/GET_TILING_DATA_WITH_STRUCT.md"),
     # the struct GET_TILING_DATA reads, registered first (every operator kernel in ops-transformer does);
     # the Python side is the host's dataclass, whose fields are the C struct's
     ("REGISTER_TILING_DEFAULT", "Int32Struct.struct_format", "REGISTER_TILING_DEFAULT(tiling_struct)",

@@ -44,6 +44,7 @@ template <typename... A> inline __npu_lab_cce_any copy_matrix_cc_to_ubuf(A&&...)
 template <typename... A> inline __npu_lab_cce_any copy_matrix_ubuf_to_cc(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_ubuf_to_cbuf(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_ubuf_to_gm(A&&...) { return {}; }
+template <typename... A> inline __npu_lab_cce_any copy_ubuf_to_gm_align_b16(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_ubuf_to_gm_align_b32(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_ubuf_to_ubuf(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_vector_cc_to_ubuf(A&&...) { return {}; }

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // kv_cache_append / paged_kv_cache_append: the Ascend C beside append.py (kv_append_kernel).
 //
 // One kernel for both layouts: the host turns (seq_id, seq_len[, block_table]) into a slot id per

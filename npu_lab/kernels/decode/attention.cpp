@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // decode_attention v1 / v2 / v4 / v5 and flash_decode_combine: the Ascend C beside attention.py
 // (decode_attention_kernel) and combine.py (flash_decode_combine_kernel).
 //
@@ -449,7 +450,8 @@ extern "C" __global__ __aicore__ void flash_decode_combine(GM_ADDR o, GM_ADDR ls
                                                            GM_ADDR tiling)
 {
     REGISTER_TILING_DEFAULT(CombineTiling);
-    GET_TILING_DATA(tilingData, tiling);
+    // a second entry in this file reads another struct: name it (GET_TILING_DATA_WITH_STRUCT.md)
+    GET_TILING_DATA_WITH_STRUCT(CombineTiling, tilingData, tiling);
     TPipe pipe;
     KernelFlashDecodeCombine op;
     op.Init(o, lse, out, &tilingData, &pipe);
