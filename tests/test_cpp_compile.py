@@ -172,7 +172,7 @@ def test_the_listing_reader_finds_the_calls_clang_resolves(clang_calls, path):
     text = path.read_text(encoding="utf-8")
     lines = cc.non_template_lines(text)
     back = {"TPipe::InitBuffer": "InitBuffer", "TBuf::Get": "Get"}
-    macros = {"GET_TILING_DATA", "REGISTER_TILING_DEFAULT"}
+    macros = {"GET_TILING_DATA", "REGISTER_TILING_DEFAULT", "KERNEL_TASK_TYPE_DEFAULT"}   # macros, not calls
     reader = Counter((back.get(n, n), line) for n, line in cpp_call_names(text) if line in lines and n not in macros)
     resolved = Counter(c for c in clang_calls[str(path)] if c[1] in lines)
     assert reader == resolved, (f"{path.name}: only the reader: {sorted((reader - resolved).elements())}; "
