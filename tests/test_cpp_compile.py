@@ -115,7 +115,11 @@ def test_masked_copy_does_not_exist_on_the_310p():
     copies = [i + 1 for i, ln in enumerate(text.splitlines()) if ln.strip().startswith("Copy(") and ", lane, " in ln]
     assert copies, "vectorized.cpp no longer has the masked Copy: update this control"
     diags = cc.compile_listing(path, "ascend-310p3")
-    assert [d.line for d in diags] == copies
+    # clang reports an error inside a template once per instantiation, at the first line that asks
+    # for it: the float Copy and the first int32 Copy; the E > 1984 per-8-rows int32 Copy reuses the
+    # second's instantiation (same types), so it has no diagnostic of its own
+    assert [d.line for d in diags] == copies[:2], (copies, diags)
+    assert len(copies) == 3, "vectorized.cpp's masked Copies changed: update this control"
     assert all(d.message.startswith("Copy(...) has no implementation") for d in diags)
     assert cc.compile_listing(path, "ascend-910b2") == []
 
