@@ -183,3 +183,18 @@ def test_the_listing_reader_finds_the_calls_clang_resolves(clang_calls, path):
                                 f"only clang: {sorted((resolved - reader).elements())}")
     if path.name in ("scaled_add.cpp", "discrete.cpp", "01_scaled_add.cpp", "06_split_pairs.cpp"):
         assert sum(resolved.values()) > 20, f"{path.name}: clang resolved almost no call: is the comparison empty?"
+
+
+def test_a_cube_listing_gets_the_aic_build(tmp_path):
+    """KERNEL_TYPE_AIC_ONLY listings (the GEMMs) compile with the AIC macros (asc-devkit's
+    ascend910B1_AIC build), never the vector core's; the 310P3 has no such build."""
+    gemm = KERNELS / "gemm" / "gemm_tiled.cpp"
+    text = gemm.read_text(encoding="utf-8")
+    assert cc.is_cube_listing(text) and not cc.is_cube_listing(_SCALED_ADD)
+    args = cc.compiler_args("ascend-910b2", tmp_path, gemm)
+    assert "-D__DAV_CUBE__" in args and "-D__DAV_C220_CUBE__" in args and "-D__DAV_C220_VEC__" not in args
+    assert "-D__DAV_C220_VEC__" in cc.compiler_args("ascend-910b2", tmp_path, _SCALED_ADD)
+    with pytest.raises(ValueError, match="cube listing"):
+        cc.compiler_args("ascend-310p3", tmp_path, gemm)
+    with pytest.raises(ValueError, match="cube listing"):
+        cc.claimed_chips(text.replace("// chips: ascend-910b2", "// chips: ascend-910b2 ascend-310p3", 1))
