@@ -252,13 +252,16 @@ CATALOGUE = [
             r"plain DataCopy.*\(ND\).*would take 16 x 32 B.*Nd2NzParams"),
     Illegal("missing-mte2-mte1", "LoadData waits for the GM -> L1 copy (HardEvent::MTE2_MTE1)",
             "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_no_mte2_mte1, B910,
-            RaceError, r"race on L1 buffer.*LoadData L1->L0A .* on pipe MTE1.*MTE2 is still writing.*MTE2_MTE1"),
+            RaceError, r"race on L1 buffer '\w+' \(read after write\): LoadData L1->L0A .* on pipe MTE1 .*reads bytes .* that "
+            r"DataCopy GM->L1 .* on pipe MTE2 .*wrote, and nothing orders the two: no MTE2_MTE1 flag between"),
     Illegal("missing-mte1-m", "Mmad waits for LoadData (HardEvent::MTE1_M)",
             "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_no_mte1_m, B910,
-            RaceError, r"Mmad .* on pipe M .*MTE1 is still writing"),
+            RaceError, r"race on L0A buffer '\w+' \(read after write\): Mmad .* on pipe M .*reads bytes .* that "
+            r"LoadData L1->L0A .* on pipe MTE1 .*wrote, and nothing orders the two: no MTE1_M flag between"),
     Illegal("missing-m-fix", "Fixpipe waits for Mmad (HardEvent::M_FIX)",
             "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_no_m_fix, B910,
-            RaceError, r"Fixpipe L0C->GM .* on pipe FIX .*M is still writing"),
+            RaceError, r"race on L0C buffer '\w+' \(read after write\): Fixpipe L0C->GM .* on pipe FIX .*reads bytes .* that "
+            r"Mmad .* on pipe M .*wrote, and nothing orders the two: no M_FIX flag between"),
     Illegal("l0c-overflow", "L0C is 128 KB on the 910B2",
             "docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md", k_l0c_overflow, B910,
             UbOverflowError, r"L0C overflow.*131072 bytes"),

@@ -225,3 +225,13 @@ def test_the_order_of_two_waits_is_free():
                   '        if j >= 2:\n            ctx.wait_flag("MTE3_S", j % 2)\n        '
                   'ctx.wait_flag("MTE2_S", j % 2)\n', "late-wait")
     assert check_kernel(fn, "05.sync").correct
+
+
+def test_an_earlier_cell_omits_a_later_exercises_region():
+    """09.l1tile and 09.ksplit share one solution: l1tile's cell leaves out ksplit's regions (and
+    their YOUR CODE comments), so the atomic add is not given code above ksplit's skeleton."""
+    l1 = kernel_solution_cell("09.l1tile")
+    ks = kernel_solution_cell("09.ksplit")
+    assert "set_atomic_add" not in l1 and "disable_dma_atomic" not in l1 and "09.ksplit" not in l1
+    assert "### BEGIN SOLUTION" in l1 and "ctx.mmad(" in l1
+    assert ks.count("### BEGIN SOLUTION") == 2 and "ctx.set_atomic_add(c_gm.dtype)" in ks

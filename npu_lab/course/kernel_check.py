@@ -87,6 +87,9 @@ class KernelExercise:
     host_check: Callable | None = None
     hw: str = "ascend-910b2"
     timed_full: bool = False                # time the target case with a full (numerical) run
+    #: later exercises sharing this solution whose regions this cell leaves out (code and "YOUR CODE"
+    #: comment), so an earlier cell does not show a later exercise's answer as given code
+    omits: tuple = ()
     extra: Callable | None = None           # extra(latency_us, hw) -> text appended when correct
     leaderboard_versions: tuple = ()        # the course's versions npu_lab.course.leaderboard ranks it against
 
@@ -129,10 +132,20 @@ def kernel_solution_cell(exercise_id: str) -> str:
     ex = _exercise(exercise_id)
     src = textwrap.dedent(inspect.getsource(ex.solution))
     src = re.sub(rf"\bdef {ex.solution.__name__}\(", f"def {ex.cell_name}(", src, count=1)
-    out = []
+    out, skipping = [], False
     for line in src.splitlines():
         b, e = _BEGIN.match(line), _END.match(line)
         marker = b or e
+        if skipping:
+            skipping = not e
+            continue
+        if b and b.group(2) in ex.omits:
+            # drop the region and the comment block that introduces it (from its "YOUR CODE (id)")
+            while out and out[-1].lstrip().startswith("#"):
+                if out.pop().lstrip().startswith(f"# YOUR CODE ({b.group(2)})"):
+                    break
+            skipping = True
+            continue
         if marker:
             tag = marker.group(2) if b else marker.group(1)
             if tag is None or tag == exercise_id:

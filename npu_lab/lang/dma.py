@@ -126,12 +126,17 @@ class DmaOps:
         self.scalar("SetAtomicAdd", ops=1)
 
     def set_atomic_none(self) -> None:
-        """``SetAtomicNone()`` / ``DisableDmaAtomic()``: copies to GM overwrite again
+        """``SetAtomicNone()``: copies to GM overwrite again
         (kernel_operator_set_atomic_intf.h; 原子操作/DisableDmaAtomic.md: 累加操作完成后建议关闭)."""
         self._atomic = None
         self.scalar("SetAtomicNone", ops=1)
 
-    disable_dma_atomic = set_atomic_none
+    def disable_dma_atomic(self) -> None:
+        """``DisableDmaAtomic()``: the same switch as :meth:`set_atomic_none` under its other
+        Ascend C name (原子操作/DisableDmaAtomic.md); logged under the name the kernel used, so a
+        listing that calls DisableDmaAtomic() matches the trace."""
+        self._atomic = None
+        self.scalar("DisableDmaAtomic", ops=1)
 
     def _gm_store(self, gm, index, values) -> None:
         """Write ``values`` to ``gm.data[index]``: overwrite, or accumulate under SetAtomicAdd."""

@@ -129,7 +129,11 @@ def _check_choice(name: str, value, options) -> str:
     values = [v for _, v in options]
     # only plain scalars compare (an array's == is elementwise); a bool is not the number 1
     # (None is a choice too: e.g. the level-0 picture's 'normal mode' entry of its mask-mode menu)
-    scalar = value is None or (isinstance(value, (str, numbers.Number, np.generic)) and not isinstance(value, np.ndarray))
+    # a tuple of plain scalars is a choice too (the GEMM explorer's base tile (baseM, baseN, baseK))
+    def plain(x):
+        return isinstance(x, (str, numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
+
+    scalar = value is None or plain(value) or (isinstance(value, tuple) and all(plain(x) for x in value))
     if not scalar or not any((value is v if value is None or v is None else value == v) and isinstance(value, (bool, np.bool_)) == isinstance(v, bool)
                              for v in values):
         raise ValueError(f"{name} must be one of {values}, got {value!r}")

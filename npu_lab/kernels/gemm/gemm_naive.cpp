@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // GEMM v1, naive: the Ascend C beside kernels.py gemm_naive_kernel. C [M, N] = A [M, K] * B [K, N],
 // half in, float accumulation in L0C, half out (Fixpipe F322F16).
 //
@@ -20,9 +21,9 @@
 #include "kernel_operator.h"
 using namespace AscendC;
 
-// The host's tiling struct (tiling.py GemmTiling): twenty int32, in this order. Field names are
+// The host's tiling struct (tiling.py GemmTiling; not "GemmTiling" here: AscendC has one, kernel_struct_conv2d.h): twenty int32, in this order. Field names are
 // Ascend C's matmul tiling (TCubeTiling); kSplit, isReuseA and isNaive are this course's.
-struct GemmTiling {
+struct GemmTilingData {
     int32_t M, N, Ka;
     int32_t singleCoreM, singleCoreN, singleCoreK;
     int32_t baseM, baseN, baseK;
@@ -36,7 +37,7 @@ __aicore__ inline int32_t Round16(int32_t a) { return (a + 15) / 16 * 16; }
 __aicore__ inline int32_t Min(int32_t a, int32_t b) { return a < b ? a : b; }
 
 // The 3D task grid in one index: task = (mIdx * nTiles + nIdx) * kSplit + kIdx (tiling.py task_coords).
-__aicore__ inline void TaskCoords(const GemmTiling& t, int32_t task, int32_t& mIdx, int32_t& nIdx, int32_t& kIdx)
+__aicore__ inline void TaskCoords(const GemmTilingData& t, int32_t task, int32_t& mIdx, int32_t& nIdx, int32_t& kIdx)
 {
     int32_t nTiles = CeilDiv(t.N, t.singleCoreN);
     mIdx = task / (nTiles * t.kSplit);
@@ -48,7 +49,7 @@ class KernelGemmNaive {
 public:
     __aicore__ inline KernelGemmNaive() {}
 
-    __aicore__ inline void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c, const GemmTiling& tiling, TPipe* pipe)
+    __aicore__ inline void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c, const GemmTilingData& tiling, TPipe* pipe)
     {
         t = tiling;
         aGm.SetGlobalBuffer((__gm__ half*)a);
@@ -136,7 +137,7 @@ private:
         cQueue.FreeTensor(c);
     }
 
-    GemmTiling t;
+    GemmTilingData t;
     TQue<TPosition::A1, 1> a1Queue;
     TQue<TPosition::B1, 1> b1Queue;
     TQue<TPosition::A2, 1> a2Queue;
@@ -148,7 +149,7 @@ private:
 extern "C" __global__ __aicore__ void gemm_v1(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);
-    REGISTER_TILING_DEFAULT(GemmTiling);
+    REGISTER_TILING_DEFAULT(GemmTilingData);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
     KernelGemmNaive op;

@@ -1,3 +1,4 @@
+// chips: ascend-910b2
 // GEMM v2 / v3 / v4: the Ascend C beside kernels.py gemm_tiled_kernel. C [M, N] = A [M, K] * B [K, N],
 // half in, float accumulation in L0C; half out (Fixpipe F322F16) or float out (v4's atomic sum).
 //
@@ -19,9 +20,9 @@
 #include "kernel_operator.h"
 using namespace AscendC;
 
-// The host's tiling struct (tiling.py GemmTiling): twenty int32, in this order. Field names are
+// The host's tiling struct (tiling.py GemmTiling; not "GemmTiling" here: AscendC has one, kernel_struct_conv2d.h): twenty int32, in this order. Field names are
 // Ascend C's matmul tiling (TCubeTiling); kSplit, isReuseA and isNaive are this course's.
-struct GemmTiling {
+struct GemmTilingData {
     int32_t M, N, Ka;
     int32_t singleCoreM, singleCoreN, singleCoreK;
     int32_t baseM, baseN, baseK;
@@ -35,7 +36,7 @@ __aicore__ inline int32_t Round16(int32_t a) { return (a + 15) / 16 * 16; }
 __aicore__ inline int32_t Min(int32_t a, int32_t b) { return a < b ? a : b; }
 
 // The 3D task grid in one index: task = (mIdx * nTiles + nIdx) * kSplit + kIdx (tiling.py task_coords).
-__aicore__ inline void TaskCoords(const GemmTiling& t, int32_t task, int32_t& mIdx, int32_t& nIdx, int32_t& kIdx)
+__aicore__ inline void TaskCoords(const GemmTilingData& t, int32_t task, int32_t& mIdx, int32_t& nIdx, int32_t& kIdx)
 {
     int32_t nTiles = CeilDiv(t.N, t.singleCoreN);
     mIdx = task / (nTiles * t.kSplit);
@@ -48,7 +49,7 @@ class KernelGemmTiled {
 public:
     __aicore__ inline KernelGemmTiled() {}
 
-    __aicore__ inline void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c, bool atomicAdd, const GemmTiling& tiling, TPipe* pipe)
+    __aicore__ inline void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c, bool atomicAdd, const GemmTilingData& tiling, TPipe* pipe)
     {
         t = tiling;
         atomic = atomicAdd;
@@ -157,7 +158,7 @@ private:
         a1Queue.FreeTensor(a1);
     }
 
-    GemmTiling t;
+    GemmTilingData t;
     bool atomic;
     int32_t kL1;
     TQue<TPosition::A1, 1> a1Queue;
@@ -174,7 +175,7 @@ private:
 extern "C" __global__ __aicore__ void gemm_v3(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);
-    REGISTER_TILING_DEFAULT(GemmTiling);
+    REGISTER_TILING_DEFAULT(GemmTilingData);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
     KernelGemmTiled<half> op;
@@ -185,7 +186,7 @@ extern "C" __global__ __aicore__ void gemm_v3(GM_ADDR a, GM_ADDR b, GM_ADDR c, G
 extern "C" __global__ __aicore__ void gemm_v4(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);
-    REGISTER_TILING_DEFAULT(GemmTiling);
+    REGISTER_TILING_DEFAULT(GemmTilingData);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
     KernelGemmTiled<float> op;
