@@ -158,7 +158,7 @@ def test_mmad_costs_follow_the_published_rates():
     assert load_data_cycles(HW, 4096, "L0B") == HW.mte1_head_cycles + 32         # 128 B/cycle
     for field in ("cube_fractal_cycles", "mte1_l0a_bytes_per_cycle", "mte1_l0b_bytes_per_cycle"):
         kind, note = HW.provenance[field]
-        assert kind == "vendor-guide" and "Cube指令理论性能汇总.md" in note
+        assert kind == "vendor-doc" and "Cube指令理论性能汇总.md" in note
         assert P310.provenance[field][0] == "assumed"
 
 
