@@ -141,6 +141,12 @@ def _grid(fp: Level0Footprint, width: int) -> tuple[np.ndarray, np.ndarray]:
     return z, text
 
 
+def _plotly_z(z: np.ndarray) -> list:
+    """``z`` with None for NaN: a heatmap gap. A NaN in a widget's message is not JSON (the
+    front end logs 'Out of range float values are not JSON compliant')."""
+    return [[None if v != v else float(v) for v in row] for row in z]
+
+
 def _title(fp: Level0Footprint) -> str:
     blk = ", ".join(f"{op} blk {b} rep {r}" for op, (b, r) in fp.strides.items())
     mask = (f"[{fp.mask[0]:#x}, {fp.mask[1]:#x}]" if isinstance(fp.mask, (list, tuple)) else f"{fp.mask}")
@@ -160,7 +166,7 @@ def level0_figure(fp: Level0Footprint, width: int | None = None, *, widget: bool
     z, text = _grid(fp, int(width))
     cls = go.FigureWidget if widget else go.Figure
     return cls(
-        data=[go.Heatmap(z=z, text=text, x=np.arange(width), y=list(fp.offsets), colorscale="Viridis",
+        data=[go.Heatmap(z=_plotly_z(z), text=text, x=np.arange(width), y=list(fp.offsets), colorscale="Viridis",
                          zmin=0, zmax=max(1, fp.repeat_time - 1), xgap=1, ygap=4, hoverongaps=False,
                          hovertemplate="%{text}<extra></extra>", colorbar=dict(title="repeat"))],
         layout=dict(title=_title(fp), height=260, margin=dict(l=10, r=10, t=50, b=40),
@@ -223,7 +229,7 @@ class Level0Explorer(_Explorer):
         z, text = _grid(self.fp, self.WIDTH)
         with self.figure.batch_update():
             trace = self.figure.data[0]
-            trace.z, trace.text, trace.zmax = z, text, max(1, self.fp.repeat_time - 1)
+            trace.z, trace.text, trace.zmax = _plotly_z(z), text, max(1, self.fp.repeat_time - 1)
         parts = []
         for op in self.fp.offsets:
             n, last = len(self.fp.touched(op)), self.fp.last_element(op)

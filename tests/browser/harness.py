@@ -685,16 +685,21 @@ def open_voila(page: Any, base_url: str, *, timeout: float = RUN_ALL_TIMEOUT, pa
 # --------------------------------------------------------------------------- sliders
 
 
-def find_slider(page: Any, description: str, *, timeout: float = UI_TIMEOUT) -> Any:
+def find_slider(page: Any, description: str, *, nth: int | None = None, timeout: float = UI_TIMEOUT) -> Any:
     """Locator of the ipywidgets slider whose description label is exactly ``description``.
 
     Matches ``.widget-slider`` boxes (Int/Float/Range sliders, ipywidgets 8) containing a
-    ``.widget-label`` with that text; waits until it is visible. Fails if not unique.
+    ``.widget-label`` with that text; waits until it is visible. Fails if not unique, unless
+    ``nth`` picks one of several (0: the first in the notebook).
     """
     label = page.locator(".widget-label", has_text=re.compile(rf"^\s*{re.escape(description)}\s*$"))
     slider = page.locator(".widget-slider").filter(has=label)
     slider.first.wait_for(state="visible", timeout=timeout * 1000)
     n = slider.count()
+    if nth is not None:
+        if not 0 <= nth < n:
+            raise AssertionError(f"{n} sliders labelled {description!r}: there is no number {nth}")
+        return slider.nth(nth)
     if n != 1:
         raise AssertionError(f"{n} sliders labelled {description!r}")
     return slider
