@@ -195,6 +195,14 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                       dtype="int8")),
                 entry=("decode_attention_split", "flash_decode_combine"), sync_order=True,
                 kernels=("flash_decode_combine_kernel",)),
+    # sparse KV (issue 19): S = 200 (7 Sort32 lists: a 4-group + a 3-way, then a 2-way; the -inf pad;
+    # 4 tiles per K/V), S = 160 (a 4-group + a lone list's Copy; no sinks; one tile each),
+    # S = 32 (one list, no merge; C == S)
+    ListingSpec("sparse_kv", "sparse_kv/sparse_kv.cpp", "sparse_kv",
+                (dict(heads=1, tokens=200, head_dim=32, ratio=0.3, sinks=4, rows_per_tile=16, dtype="float16"),
+                 dict(heads=1, tokens=160, head_dim=64, ratio=0.1, sinks=0, dtype="float32"),
+                 dict(heads=2, tokens=32, head_dim=16, ratio=1.0, sinks=2, rows_per_tile=32, dtype="float16")),
+                entry=("sparse_kv_compress",), sync_order=True, kernels=("sparse_kv_kernel",)),
 )}
 
 
@@ -905,6 +913,9 @@ def _run(spec: ListingSpec, case: dict):
         elif spec.version.startswith("decode_") or spec.version == "flash_decode":
             from .decode.listing_cases import run_case
             timeline = run_case(spec.version, hw, **case)
+        elif spec.version == "sparse_kv":
+            from .sparse_kv.listing_cases import run_case
+            timeline = run_case(hw, **case)
         else:
             from .moe_gating.run import VERSIONS, simulate_moe_gating
             if spec.version not in VERSIONS:

@@ -64,23 +64,9 @@ public:
 
     __aicore__ inline void Process()
     {
-        LocalTensor<float> pairsA = pairsABuf.Get<float>();
-        LocalTensor<float> pairsB = pairsBBuf.Get<float>();
-        LocalTensor<int32_t> kept = keptBuf.Get<int32_t>();
         CopyIn();
-        LocalTensor<float> sorted = TopK(pairsA, pairsB);
-        uint64_t rsvdCnt = 0;
-        GatherMask(kept, sorted.ReinterpretCast<int32_t>(), (uint8_t)2, false, 0,
-                   GatherMaskParams(1, t->keptLen / SORT_UNIT, 8, 0), rsvdCnt);   // the odd words: indices
-        TEventID evOut = GetTPipePtr()->FetchEventID(HardEvent::V_MTE3);
-        SetFlag<HardEvent::V_MTE3>(evOut);
-        WaitFlag<HardEvent::V_MTE3>(evOut);
-        DataCopyPad(idxOutGm[head * t->nKeep], kept,
-                    DataCopyExtParams{1, static_cast<uint32_t>(t->nKeep * sizeof(int32_t)), 0, 0, 0});
-        TEventID evS = GetTPipePtr()->FetchEventID(HardEvent::V_S);
-        SetFlag<HardEvent::V_S>(evS);
-        WaitFlag<HardEvent::V_S>(evS);
-        Gather(kept);
+        Compute();
+        CopyOut();
     }
 
 private:
@@ -108,9 +94,12 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
-    // V: Sort32 every 32 scores, then merge the C/32 lists; returns the buffer holding the result.
-    __aicore__ inline LocalTensor<float> TopK(LocalTensor<float>& a, LocalTensor<float>& b)
+    // V: Sort32 every 32 scores, merge the C/32 lists (ping-pong between the two pair buffers),
+    // then GatherMask the index words of the first nKeep pairs into kept.
+    __aicore__ inline void Compute()
     {
+        LocalTensor<float> a = pairsABuf.Get<float>();
+        LocalTensor<float> b = pairsBBuf.Get<float>();
         LocalTensor<float> scores = scoresBuf.Get<float>();
         LocalTensor<int32_t> index = indexBuf.Get<int32_t>();
         Sort32(a, scores, index.ReinterpretCast<uint32_t>(), C / SORT_UNIT);
@@ -165,12 +154,25 @@ private:
             dst = tmp;
             n = m;
         }
-        return src;
+        LocalTensor<int32_t> kept = keptBuf.Get<int32_t>();
+        uint64_t rsvdCnt = 0;
+        GatherMask(kept, src.ReinterpretCast<int32_t>(), (uint8_t)2, false, 0,
+                   GatherMaskParams(1, t->keptLen / SORT_UNIT, 8, 0), rsvdCnt);   // the odd words: indices
     }
 
-    // S -> MTE2 -> MTE3: one whole-row DataCopy per kept token, one DataCopy per tile out.
-    __aicore__ inline void Gather(const LocalTensor<int32_t>& kept)
+    // The kept positions out (V_MTE3), then S -> MTE2 -> MTE3: one whole-row DataCopy per kept
+    // token, one DataCopy per tile out.
+    __aicore__ inline void CopyOut()
     {
+        LocalTensor<int32_t> kept = keptBuf.Get<int32_t>();
+        TEventID evOut = GetTPipePtr()->FetchEventID(HardEvent::V_MTE3);
+        SetFlag<HardEvent::V_MTE3>(evOut);
+        WaitFlag<HardEvent::V_MTE3>(evOut);
+        DataCopyPad(idxOutGm[head * t->nKeep], kept,
+                    DataCopyExtParams{1, static_cast<uint32_t>(t->nKeep * sizeof(int32_t)), 0, 0, 0});
+        TEventID evS = GetTPipePtr()->FetchEventID(HardEvent::V_S);
+        SetFlag<HardEvent::V_S>(evS);
+        WaitFlag<HardEvent::V_S>(evS);
         LocalTensor<T> slot0 = rowsBuf.Get<T>();
         LocalTensor<T> slot1 = slot0[t->rowsPerTile * t->headDim];
         TEventID loaded0 = GetTPipePtr()->AllocEventID<HardEvent::MTE2_MTE3>();
