@@ -147,3 +147,28 @@ def test_n_keep_rule():
     assert n_keep_of(100, 0.01, 4) == 4          # only the sinks
     assert n_keep_of(100, 0.001, 0) == 1         # never nothing
     assert n_keep_of(7, 1.0, 0) == 7
+
+
+def test_claims_table_and_committed_csv(tmp_path):
+    from npu_lab.kernels.sparse_kv import SPARSE_KV_CLAIMS_CSV, sparse_kv_claims, write_sparse_kv_claims
+    df = sparse_kv_claims()
+    by = df.set_index("claim_id")
+    assert df.claim_id.is_unique and set(df.verdict) <= {"consistent", "wrong", "unverifiable"}
+    assert by.loc["sparse_2_4_fp16", "verdict"] == "wrong" and "int8" in by.loc["sparse_2_4_fp16", "model"]
+    assert by.loc["mem_22_3_to_15_2", "verdict"] == "wrong"
+    assert by.loc["mem_31_8_percent", "verdict"] == "consistent"
+    assert by.loc["accuracy_0_5", "verdict"] == "unverifiable"
+    committed = pd.read_csv(SPARSE_KV_CLAIMS_CSV, dtype=str, keep_default_na=False)
+    pd.testing.assert_frame_equal(committed, df, obj="data/sparse_kv_claims.csv is stale: run "
+                                  "python -m npu_lab.kernels.sparse_kv.claims")
+    out = write_sparse_kv_claims(tmp_path / "c.csv")
+    assert out.read_text(encoding="utf-8") == SPARSE_KV_CLAIMS_CSV.read_text(encoding="utf-8")
+
+
+def test_claims_memory_model_follows_the_bytes():
+    from npu_lab.kernels.sparse_kv.claims import _memory_model
+    from npu_lab.llm import kv_cache_bytes
+    m = _memory_model()
+    assert m["per_token"] == 80 * 8 * 128 * 2 * 2 == kv_cache_bytes("Llama-3-70B", 1)
+    assert m["kept_gb"] == pytest.approx(22.3 * 0.3 * (1 + 4 / 512))
+    assert m["ratio"] * (1 + 4 / 512) == pytest.approx(15.2 / 22.3)
