@@ -172,3 +172,12 @@ def test_claims_memory_model_follows_the_bytes():
     assert m["per_token"] == 80 * 8 * 128 * 2 * 2 == kv_cache_bytes("Llama-3-70B", 1)
     assert m["kept_gb"] == pytest.approx(22.3 * 0.3 * (1 + 4 / 512))
     assert m["ratio"] * (1 + 4 / 512) == pytest.approx(15.2 / 22.3)
+
+
+def test_sweep_rows_equal_compress_kv(data):
+    df = error_vs_memory(data, (0.07, 0.3, 1.0), sinks=3)
+    for row in df.itertuples():
+        c = compress_kv(data.k, data.v, row.keep_ratio, 3, row.score, queries=data.queries,
+                        eval_queries=data.eval_queries)
+        assert (row.n_keep, row.bytes_saved) == (c.n_keep, c.bytes_saved)
+        assert row.error == pytest.approx(c.error, rel=1e-12, abs=1e-15)

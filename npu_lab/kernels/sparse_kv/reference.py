@@ -151,15 +151,32 @@ def attention(q, k, v) -> np.ndarray:
     return _softmax(q @ k.transpose(0, 2, 1) / np.sqrt(k.shape[2])) @ v
 
 
+class AttentionError:
+    """The attention-output error of many masks against one full attention: the logits
+    q · Kᵀ / √D [H, F, S] and the full output are computed once, each :meth:`of` is one masked
+    softmax (what a slider needs). ``eval_queries`` [H, F, D], ``k``, ``v`` [H, S, D]."""
+
+    def __init__(self, eval_queries, k, v):
+        q = np.asarray(eval_queries, np.float64)
+        self.v = np.asarray(v, np.float64)
+        self.logits = q @ np.asarray(k, np.float64).transpose(0, 2, 1) / np.sqrt(np.shape(k)[2])
+        self.full = _softmax(self.logits) @ self.v
+        self.full_norm = float(np.linalg.norm(self.full))
+
+    def of(self, mask) -> float:
+        """‖o_kept − o_full‖ / ‖o_full‖ (Frobenius, all heads and queries) for ``mask`` [H, S] bool."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != self.logits[:, 0, :].shape or not mask.any(axis=1).all():
+            raise ValueError(f"mask must be [heads, tokens] = {self.logits[:, 0, :].shape} bool with at least one "
+                             f"kept token per head, got shape {mask.shape}")
+        kept = _softmax(np.where(mask[:, None, :], self.logits, -np.inf)) @ self.v
+        return float(np.linalg.norm(kept - self.full) / self.full_norm)
+
+
 def attention_error(eval_queries, k, v, mask) -> float:
     """Relative error of the attention output over the kept tokens against full attention:
     ‖o_kept − o_full‖ / ‖o_full‖ over all heads and queries (Frobenius norms)."""
-    full = attention(eval_queries, k, v)
-    q = np.asarray(eval_queries, np.float64)
-    logits = q @ np.asarray(k, np.float64).transpose(0, 2, 1) / np.sqrt(k.shape[2])
-    logits = np.where(mask[:, None, :], logits, -np.inf)
-    kept = _softmax(logits) @ np.asarray(v, np.float64)
-    return float(np.linalg.norm(kept - full) / np.linalg.norm(full))
+    return AttentionError(eval_queries, k, v).of(mask)
 
 
 # ------------------------------------------------------------------------------------------------

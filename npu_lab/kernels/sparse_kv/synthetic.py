@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .reference import SCORES, check_keep_ratio, compress_kv
+from .reference import (SCORES, AttentionError, check_keep_ratio, check_sinks, compress_kv, importance, kv_bytes,
+                        n_keep_of, select_tokens)
 
 
 @dataclass
@@ -106,12 +107,19 @@ def error_vs_memory(data: SyntheticKV, keep_ratios=(0.05, 0.1, 0.2, 0.3, 0.5, 0.
     ratios = [check_keep_ratio(r) for r in keep_ratios]
     if not ratios:
         raise ValueError("keep_ratios must not be empty")
+    H, S, D = data.k.shape
+    err = AttentionError(data.eval_queries, data.k, data.v)       # the logits once, one masked softmax per row
+    full = kv_bytes(H, S, D, data.k.itemsize)
     rows = []
     for score in scores:
+        order = select_tokens(importance(data.k, score, data.queries), S, check_sinks(sinks, S))
         for r in ratios:
-            c = compress_kv(data.k, data.v, r, sinks, score, queries=data.queries, eval_queries=data.eval_queries)
-            rows.append(dict(score=score, keep_ratio=r, n_keep=c.n_keep, memory_fraction=c.memory_fraction,
-                             bytes_saved=c.bytes_saved, error=c.error))
+            n = n_keep_of(S, r, sinks)
+            mask = np.zeros((H, S), dtype=bool)
+            np.put_along_axis(mask, order[:, :n].astype(np.int64), True, axis=1)
+            kept = kv_bytes(H, n, D, data.k.itemsize, positions=n < S)
+            rows.append(dict(score=score, keep_ratio=r, n_keep=n, memory_fraction=kept / full,
+                             bytes_saved=full - kept, error=err.of(mask)))
     return pd.DataFrame(rows)
 
 
