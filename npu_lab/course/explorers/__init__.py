@@ -48,3 +48,8 @@ from .ub_budget import UbBudgetExplorer, ub_breakdown
 __all__ = ["CopyCost", "CopyCostExplorer", "copy_cost", "copy_cost_curve", "MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
            "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown",
            "tile_latency_grid", "sweet_spot_heat_map", "GemmExplorer"]
+
+# notebook 12 (issue 19): sparse KV compression
+from .sparse import SparseKvExplorer  # noqa: E402
+
+__all__ += ["SparseKvExplorer"]

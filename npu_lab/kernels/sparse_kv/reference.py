@@ -166,11 +166,20 @@ class AttentionError:
     def of(self, mask) -> float:
         """‖o_kept − o_full‖ / ‖o_full‖ (Frobenius, all heads and queries) for ``mask`` [H, S] bool."""
         mask = np.asarray(mask, dtype=bool)
-        if mask.shape != self.logits[:, 0, :].shape or not mask.any(axis=1).all():
-            raise ValueError(f"mask must be [heads, tokens] = {self.logits[:, 0, :].shape} bool with at least one "
-                             f"kept token per head, got shape {mask.shape}")
-        kept = _softmax(np.where(mask[:, None, :], self.logits, -np.inf)) @ self.v
-        return float(np.linalg.norm(kept - self.full) / self.full_norm)
+        if mask.shape != self.logits[:, 0, :].shape:
+            raise ValueError(f"mask must be [heads, tokens] = {self.logits[:, 0, :].shape} bool, got shape {mask.shape}")
+        return float(self.of_many(mask[None])[0])
+
+    def of_many(self, masks) -> np.ndarray:
+        """:meth:`of` for M masks [M, H, S] at once (one batched softmax): [M] float64."""
+        masks = np.asarray(masks, dtype=bool)
+        if masks.ndim != 3 or masks.shape[1:] != self.logits[:, 0, :].shape or not masks.any(axis=2).all():
+            raise ValueError(f"masks must be [M, heads, tokens] = [M, *{self.logits[:, 0, :].shape}] bool with at "
+                             f"least one kept token per head, got shape {masks.shape}")
+        x = np.where(masks[:, :, None, :], self.logits[None], -np.inf)
+        x = np.exp(x - x.max(axis=3, keepdims=True))
+        kept = (x / x.sum(axis=3, keepdims=True)) @ self.v[None]
+        return np.sqrt(((kept - self.full[None]) ** 2).sum(axis=(1, 2, 3))) / self.full_norm
 
 
 def attention_error(eval_queries, k, v, mask) -> float:
