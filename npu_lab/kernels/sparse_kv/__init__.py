@@ -17,12 +17,12 @@ Public names:
 from .reference import (SCORES, CompressedKV, attention, attention_error, compress_kv, importance, kv_bytes,
                         n_keep_of, select_tokens)
 from .synthetic import SyntheticKV, error_figure, error_vs_memory, selection_overlap, synthetic_kv
-from .kernel import SparseKvTiling, sparse_kv_kernel, sparse_kv_tiling, sparse_kv_ub_layout
+from .kernel import SparseKvTiling, merge_sorted_lists, sparse_kv_kernel, sparse_kv_tiling, sparse_kv_ub_layout
 from .run import SparseKvRun, compress_kv_npu
 from .claims import SPARSE_KV_CLAIMS_CSV, sparse_kv_claims, write_sparse_kv_claims
 
 __all__ = ["SCORES", "CompressedKV", "attention", "attention_error", "compress_kv", "importance", "kv_bytes",
            "n_keep_of", "select_tokens", "SyntheticKV", "error_figure", "error_vs_memory", "selection_overlap",
-           "synthetic_kv", "SparseKvTiling", "sparse_kv_kernel", "sparse_kv_tiling", "sparse_kv_ub_layout",
+           "synthetic_kv", "SparseKvTiling", "merge_sorted_lists", "sparse_kv_kernel", "sparse_kv_tiling", "sparse_kv_ub_layout",
            "SparseKvRun", "compress_kv_npu", "SPARSE_KV_CLAIMS_CSV", "sparse_kv_claims",
            "write_sparse_kv_claims"]

@@ -146,7 +146,7 @@ def _block_classes(block_dim, *args, **kwargs):
     return np.zeros(block_dim, dtype=np.int64)
 
 
-def _merge(ctx, src, dst, C: int):
+def merge_sorted_lists(ctx, src, dst, C: int):
     """Merge the C/32 sorted 32-pair lists of ``src`` into one; returns the buffer holding it."""
     lengths = [SORT_UNIT] * (C // SORT_UNIT)
     while len(lengths) > 1:
@@ -211,7 +211,7 @@ def sparse_kv_kernel(ctx, scores_gm: GlobalTensor, k_gm: GlobalTensor, v_gm: Glo
     # ---- top-k: Sort32, merge, extract the indices -----------------------------------------
     ctx.sort32(pairs_a, scores, index.reinterpret_cast(np.uint32), C // SORT_UNIT)
     ctx.pipe_barrier("PIPE_V")
-    sorted_pairs = _merge(ctx, pairs_a, pairs_b, C)
+    sorted_pairs = merge_sorted_lists(ctx, pairs_a, pairs_b, C)
     ctx.gather_mask(kept, sorted_pairs.reinterpret_cast(np.int32), 2, False, 0,
                     GatherMaskParams(1, t.keptLen // SORT_UNIT, 8, 0))
     ev = ctx.pipe.fetch_event_id("V_MTE3")
