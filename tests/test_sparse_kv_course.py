@@ -48,3 +48,15 @@ def test_explorer_moves_fast_and_reports():
         SparseKvExplorer(keep_ratio=0)
     with pytest.raises(TypeError):
         SparseKvExplorer(data="cache")
+
+
+@pytest.mark.parametrize("line", ['            ctx.wait_flag("MTE2_MTE3", ev_loaded[j % 2])\n',
+                                  '    ctx.wait_flag("V_S", ev)\n'])
+def test_dropping_a_wait_is_caught(line):
+    """Without the MTE2_MTE3 wait the store reads a slot still being filled; without V_S the scalar
+    unit reads positions the vector unit has not written: the simulator says so (a race)."""
+    cell = kernel_solution_cell("12.topk")
+    assert line in cell
+    bad = check_kernel(load_cell(cell.replace(line, ""), "<12.topk race>")["my_sparse_kv"], "12.topk")
+    assert bad.correct is False
+    assert "race" in str(bad).lower() or "flag" in str(bad).lower(), str(bad)
