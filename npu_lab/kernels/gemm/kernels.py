@@ -13,6 +13,8 @@ m = 1 would switch on GEMV mode).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...lang import (FixpipeParamsV220, GlobalTensor, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, TQue,
@@ -68,21 +70,34 @@ def load_a_l0a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None
     """L1 NZ panel -> L0A ZZ, one LoadData per K fractal column j of this base K tile: the column's
     m1 fractals are adjacent in L1 (the panel's fractal (i, j) is number j*m1 + i) and land k1
     fractals apart in L0A (ZZ: row block i holds fractals i*k1 .. i*k1 + k1 - 1), so dstGap = k1 - 1."""
+    for offset, params in _a_loads(m1, kb, vk, k0, fe):
+        ctx.load_data(a2[offset], a1, params)
+
+
+@functools.lru_cache(maxsize=4096)
+def _a_loads(m1: int, kb: int, vk: int, k0: int, fe: int) -> tuple:
+    """(L0A element offset, LoadData2DParams) of each LoadData of :func:`load_a_l0a` (shapes only:
+    built once, not per tile)."""
     k1 = ceil_div(vk, k0)
-    for j in range(k1):
-        ctx.load_data(a2[j * fe], a1, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0))
+    return tuple((j * fe, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0)) for j in range(k1))
 
 
 def load_b_l0b(ctx, b2, b1, b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> None:
     """L1 NZ panel -> L0B ZN. Half: B [k, n] panel, each 16x16 fractal transposed; int8 / float: the
     Bᵀ [n, k] panel's fractals are ZN already."""
+    for offset, params in _b_loads(b16, kb, vk, vk_panel, n1, k0, fe):
+        ctx.load_data(b2[offset], b1, params)
+
+
+@functools.lru_cache(maxsize=4096)
+def _b_loads(b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> tuple:
+    """(L0B element offset, LoadData2DParams) of each LoadData of :func:`load_b_l0b`."""
     if b16:
         kp1 = ceil_div(vk_panel, 16)
-        for i in range(ceil_div(vk, 16)):
-            ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams(kb // 16 + i, n1, kp1, 0, 0, True, 0))
-    else:
-        for i in range(ceil_div(vk, k0)):
-            ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams((kb // k0 + i) * n1, n1, 1, 0, 0, False, 0))
+        return tuple((i * n1 * fe, LoadData2DParams(kb // 16 + i, n1, kp1, 0, 0, True, 0))
+                     for i in range(ceil_div(vk, 16)))
+    return tuple((i * n1 * fe, LoadData2DParams((kb // k0 + i) * n1, n1, 1, 0, 0, False, 0))
+                 for i in range(ceil_div(vk, k0)))
 
 
 def copy_b_l1(ctx, b1, b_gm: GlobalTensor, b16: bool, k_at: int, n_at: int, vk: int, vn: int, K: int, N: int) -> None:
