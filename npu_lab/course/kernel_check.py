@@ -99,8 +99,8 @@ _REGISTRY: dict[str, KernelExercise] = {}
 
 def register_exercise(ex: KernelExercise) -> KernelExercise:
     """Add an exercise (called by the ``exNN`` modules at import)."""
-    if not re.fullmatch(r"(0[1-9]|08b)\.[a-z0-9_]+", ex.id):
-        raise ValueError(f"exercise id must be 'NN.name' (notebook 01..09, or the appendix 08b; lower-case "
+    if not re.fullmatch(r"(0[1-9]|08b|1[0-9])\.[a-z0-9_]+", ex.id):
+        raise ValueError(f"exercise id must be 'NN.name' (notebook 01..19, or the appendix 08b; lower-case "
                          f"name); got {ex.id!r}")
     if f"ex{ex.id.split('.')[0]}" != ex.notebook:
         raise ValueError(f"exercise {ex.id} belongs to module ex{ex.id.split('.')[0]}, not {ex.notebook}")
@@ -109,10 +109,10 @@ def register_exercise(ex: KernelExercise) -> KernelExercise:
 
 
 def kernel_exercises() -> dict[str, KernelExercise]:
-    """Every registered exercise by id, in notebook order (imports ex01 … ex07, ex08b and ex09)."""
+    """Every registered exercise by id, in notebook order (imports ex01 … ex07, ex08b, ex09 and ex10)."""
     import importlib
 
-    for nn in ("01", "02", "03", "04", "05", "06", "07", "08b", "09"):
+    for nn in ("01", "02", "03", "04", "05", "06", "07", "08b", "09", "10"):
         importlib.import_module(f"npu_lab.course.ex{nn}")
     return dict(sorted(_REGISTRY.items()))
 
@@ -570,7 +570,7 @@ def exercises_markdown() -> str:
     parts = [_DOC_HEAD, "| id | notebook | goes after | kind |\n|---|---|---|---|\n"]
     nb = {name.split("_")[0]: name for name in
           ["01_hardware_model", "02_discrete_pipeline", "03_dynamic_tiling", "04_fused_kernel",
-           "05_double_buffering", "06_vectorization", "07_tuning", "08b_stretch", "09_cube_and_3d_grid"]}
+           "05_double_buffering", "06_vectorization", "07_tuning", "08b_stretch", "09_cube_and_3d_grid", "10_mixed_precision"]}
     exercises = kernel_exercises()
     for eid, ex in exercises.items():
         kind = "host function" if ex.kind == "host" else ("kernel, speed target" if ex.speed else "kernel")
