@@ -155,3 +155,11 @@ def test_a_well_tiled_large_gemm_reaches_a_plausible_fraction_of_the_roofline():
             for v in ("v1", "v3")}
     assert 0.15 < frac["v3"] < 1
     assert frac["v3"] > 4 * frac["v1"]
+
+
+def test_load_data_costs_follow_the_chip_they_run_on():
+    """LoadData's cached plans hold its cost: a chip with a slower MTE1 must not reuse the 910B2's."""
+    slow = HW.replace(mte1_l0a_bytes_per_cycle=8.0, mte1_l0b_bytes_per_cycle=8.0, provenance_note="a slow MTE1")
+    _, fast = gemm((256, 256), (256, 256), version="v3", timing_only=True)
+    _, slowed = gemm((256, 256), (256, 256), version="v3", timing_only=True, hw=slow)
+    assert slowed.busy_us_by_pipe()["MTE1"] > 4 * fast.busy_us_by_pipe()["MTE1"]

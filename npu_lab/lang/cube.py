@@ -88,7 +88,7 @@ def _ceil(a: int, b: int) -> int:
 
 _DTYPE_OK: set = set()      # (isa, instruction, dtype) already found supported
 _ND2NZ_PLANS: dict = {}     # (Nd2NzParams, dtype) -> index plan (shapes only)
-_LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer) -> fractal indices, sizes, cost
+_LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer, MTE1 cost fields) -> fractal indices, sizes, cost
 
 
 class CubeOps:
@@ -274,7 +274,8 @@ class CubeOps:
                           LOAD2D_PAGE)
         if p.repeat_times == 0:
             return
-        key = (p, dst.dtype, dbuf)
+        hw = self.hw               # the plan holds the cost: keyed by the fields that price it, too
+        key = (p, dst.dtype, dbuf, hw.mte1_l0a_bytes_per_cycle, hw.mte1_l0b_bytes_per_cycle, hw.mte1_head_cycles)
         plan = _LOAD_PLANS.get(key)
         if plan is None:
             fe = FRACTAL_BYTES // size
