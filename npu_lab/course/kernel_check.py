@@ -108,12 +108,25 @@ def register_exercise(ex: KernelExercise) -> KernelExercise:
     return ex
 
 
+def _exercise_modules() -> list[str]:
+    """The ``exNN`` modules (and ``exNN_name``) of this package that register kernel exercises, in
+    notebook order: found on disk, so a notebook's module is picked up without editing a list here."""
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    names = [p.stem for p in here.glob("ex[0-9][0-9]*.py")
+             if re.fullmatch(r"ex\d\d[a-z]?(_\w+)?", p.stem)
+             and "register_exercise(" in p.read_text(encoding="utf-8")]
+    return sorted(names)
+
+
 def kernel_exercises() -> dict[str, KernelExercise]:
-    """Every registered exercise by id, in notebook order (imports ex01 … ex07, ex08b, ex09 and ex12)."""
+    """Every registered exercise by id, in notebook order (imports every ``exNN`` module that
+    registers one)."""
     import importlib
 
-    for nn in ("01", "02", "03", "04", "05", "06", "07", "08b", "09", "12"):
-        importlib.import_module(f"npu_lab.course.ex{nn}")
+    for name in _exercise_modules():
+        importlib.import_module(f"npu_lab.course.{name}")
     return dict(sorted(_REGISTRY.items()))
 
 
@@ -564,14 +577,23 @@ with `assert check_kernel(...).correct` in the instructor's hidden tests if poin
 """
 
 
+def _notebook_names() -> dict[str, str]:
+    """Notebook number -> its file stem ("09" -> "09_cube_and_3d_grid"), read from the repository's
+    instructor/ folder; a number whose notebook is absent maps to itself."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "instructor"
+    names = {p.stem.split("_")[0]: p.stem for p in folder.glob("[0-9][0-9]*_*.ipynb")}
+    for key in list(_REGISTRY):
+        names.setdefault(key.split(".")[0], key.split(".")[0])
+    return names
+
+
 def exercises_markdown() -> str:
     """The placement document (docs/kernel_exercises.md): every exercise, where it goes, its
     skeleton and check cells, and what it teaches."""
     parts = [_DOC_HEAD, "| id | notebook | goes after | kind |\n|---|---|---|---|\n"]
-    nb = {name.split("_")[0]: name for name in
-          ["01_hardware_model", "02_discrete_pipeline", "03_dynamic_tiling", "04_fused_kernel",
-           "05_double_buffering", "06_vectorization", "07_tuning", "08b_stretch", "09_cube_and_3d_grid",
-           "12_sparse_kv"]}
+    nb = _notebook_names()
     exercises = kernel_exercises()
     for eid, ex in exercises.items():
         kind = "host function" if ex.kind == "host" else ("kernel, speed target" if ex.speed else "kernel")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sim.costs import round_up, scalar_cycles
-from ..sim.cube_costs import fixpipe_cycles, k0_of, load_data_cycles, mmad_cycles
+from ..sim.cube_costs import fixpipe_cycles, k0_of, load_data_cycles, mmad_cycles, nd2nz_bursts
 from ..sim.l2 import gm_bytes_per_cycle
 from .cube_params import (FIXPIPE_PAGE, LOAD2D_PAGE, MMAD_PAGE, ND2NZ_PAGE, FixpipeParamsV220, LoadData2DParams,
                           MmadParams, Nd2NzParams, QuantMode_t)
@@ -88,7 +88,7 @@ def _ceil(a: int, b: int) -> int:
 
 _DTYPE_OK: set = set()      # (isa, instruction, dtype) already found supported
 _ND2NZ_PLANS: dict = {}     # (Nd2NzParams, dtype) -> index plan (shapes only)
-_LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer) -> fractal indices, sizes, cost
+_LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer, MTE1 cost fields) -> fractal indices, sizes, cost
 
 
 class CubeOps:
@@ -221,12 +221,13 @@ class CubeOps:
         row_bytes = p.d_value * size
         gm_bytes = rows * row_bytes
         moved = rows * round_up(row_bytes, 32)
-        contiguous = p.src_d_value == p.d_value and (p.nd_num == 1 or p.src_nd_matrix_stride == p.n_value * p.d_value)
+        # what counts as a burst: sim.cube_costs.nd2nz_bursts (256-B aligned rows stream as one request)
+        blocks, burst, step = nd2nz_bursts(p.n_value, row_bytes, p.src_d_value * size,
+                                           p.src_nd_matrix_stride * size, p.nd_num)
         lo = dst.byte_offset
         self._dma("MTE2", f"DataCopy GM->L1 Nd2Nz {p.nd_num}x{p.n_value}x{p.d_value}", dst, lo, lo + extent * size,
-                  moved, gm_bytes, rows * p.d_value, gm=src, block_count=1 if contiguous else rows,
-                  burst_bytes=moved if contiguous else round_up(row_bytes, 32),
-                  gm_step_bytes=p.src_d_value * size)
+                  moved, gm_bytes, rows * p.d_value, gm=src, block_count=blocks,
+                  burst_bytes=moved if blocks == 1 else round_up(burst, 32), gm_step_bytes=step)
         dst.region.record_layout(lo, lo + extent * size, "NZ")
         if not self.timing_only:
             d = dst.data
@@ -273,7 +274,8 @@ class CubeOps:
                           LOAD2D_PAGE)
         if p.repeat_times == 0:
             return
-        key = (p, dst.dtype, dbuf)
+        hw = self.hw               # the plan holds the cost: keyed by the fields that price it, too
+        key = (p, dst.dtype, dbuf, hw.mte1_l0a_bytes_per_cycle, hw.mte1_l0b_bytes_per_cycle, hw.mte1_head_cycles)
         plan = _LOAD_PLANS.get(key)
         if plan is None:
             fe = FRACTAL_BYTES // size

@@ -10,6 +10,8 @@ Source: asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md (NPU架构
   printed formula only for int8 / float with k not a multiple of 16). ``cube_fractal_cycles`` is the
   cycles of one 16x16x16 half fractal (1: the published rate), ``cube_mmad_head_cycles`` the Δt
   (no value published: assumed).
+* DataCopy GM -> L1 with Nd2NzParams (MTE2): priced by the DMA rule (:mod:`npu_lab.sim.costs`); what
+  counts as its *burst* is decided by :func:`nd2nz_bursts` (vendor-guide + assumed, see there).
 * LoadData L1 -> L0A 256 B/cycle, L1 -> L0B 128 B/cycle (表3) plus a head ΔT (assumed).
 * Fixpipe L0C -> GM: not in the tables (表7 gives L0C -> L1: 64 elements/cycle for F322F16). The
   model: ``fixpipe_head_cycles`` + the longer of the conversion (elements / 64 per cycle, assumed
@@ -58,6 +60,47 @@ def cube_peak_tflops(hw: HardwareSpec, dtype="float16") -> float:
     return hw.cube_cores * cube_macs_per_cycle(hw, dtype) * 2 * hw.clock_ghz * 1e9 / 1e12
 
 
+#: The Nd2Nz alignment that keeps the copy efficient: the ND rows' length and pitch in GM
+#: (asc-devkit docs/zh/guide/算子实践参考/优秀实践/Matmul性能调优案例/AIV核上的ND2NZ格式转换.md:
+#: 数据非256字节对齐时，随路ND2NZ指令存在带宽利用率低的问题).
+ND2NZ_EFFICIENT_ALIGN_BYTES = 256
+
+
+def nd2nz_bursts(n_rows: int, row_bytes: int, src_pitch_bytes: int, matrix_pitch_bytes: int | None = None,
+                 nd_num: int = 1) -> tuple[int, int, int]:
+    """(block_count, burst_bytes, gm_step_bytes) an Nd2Nz copy of ``nd_num`` x ``n_rows`` ND rows of
+    ``row_bytes`` (``src_pitch_bytes`` apart in GM; matrices ``matrix_pitch_bytes`` apart) is priced
+    as, by :func:`npu_lab.sim.costs.dma_occupancy_cycles`.
+
+    The decision (docs/cost_model.md §11, "The Nd2Nz burst"):
+
+    * **vendor-guide** — AIV核上的ND2NZ格式转换.md: the on-the-fly ND2NZ has *low bandwidth
+      utilisation when the data is not 256-byte aligned* (the inner axis, a row in GM), and the
+      remedy it shows (converting on the vector core first) pays for itself for large matrices.
+      So the rows' alignment decides, not the row length as such.
+    * **assumed** (no figure is published) — rows whose length and GM pitch are whole 256-B units
+      stream like one contiguous request of the copy's total bytes (the MTE2 engine keeps many
+      row bursts in flight: block_count 1, burst = all bytes); any other copy is priced row by
+      row (each row one burst of ``row_bytes``, ``src_pitch_bytes`` apart: the burst curve's and
+      the 512-B alignment's penalties apply), as before this decision.
+
+    A copy whose rows are contiguous in GM (pitch = row length, one matrix or matrices back to
+    back) is one burst either way."""
+    for name, v in (("n_rows", n_rows), ("row_bytes", row_bytes), ("src_pitch_bytes", src_pitch_bytes),
+                    ("nd_num", nd_num)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"nd2nz_bursts: {name} must be a whole number >= 1, got {v!r}")
+    rows = nd_num * n_rows
+    total = rows * row_bytes
+    contiguous = src_pitch_bytes == row_bytes and (nd_num == 1 or matrix_pitch_bytes == n_rows * row_bytes)
+    a = ND2NZ_EFFICIENT_ALIGN_BYTES
+    aligned = row_bytes % a == 0 and src_pitch_bytes % a == 0 and (
+        nd_num == 1 or (matrix_pitch_bytes or 0) % a == 0)
+    if contiguous or aligned:
+        return 1, total, 0
+    return rows, row_bytes, src_pitch_bytes
+
+
 def load_data_cycles(hw: HardwareSpec, nbytes: int, dst_buffer: str) -> float:
     """MTE1 occupancy of one LoadData moving ``nbytes`` (whole 512-B fractals) into L0A or L0B."""
     bw = hw.mte1_l0a_bytes_per_cycle if dst_buffer == "L0A" else hw.mte1_l0b_bytes_per_cycle
@@ -91,5 +134,5 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["CUBE_K", "k0_of", "mmad_cycles", "cube_macs_per_cycle", "cube_peak_tflops", "load_data_cycles",
+__all__ = ["CUBE_K", "k0_of", "nd2nz_bursts", "ND2NZ_EFFICIENT_ALIGN_BYTES", "mmad_cycles", "cube_macs_per_cycle", "cube_peak_tflops", "load_data_cycles",
            "fixpipe_cycles", "cube_roofline_us", "hbm_roofline_us", "ceil_div"]

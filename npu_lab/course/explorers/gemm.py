@@ -3,8 +3,8 @@ K-split; the roofline with the current run marked and the status line with its l
 fraction of the floor, bottleneck and tiling.
 
 Timing-only runs (:func:`~npu_lab.kernels.gemm.gemm`), cached per configuration (a 1024^3 run takes
-about 30 ms, 4096^3 up to 0.3 s the first time; a position seen before redraws in well under a
-millisecond of simulation). The defaults are 1024^3 so the first moves stay fast. A configuration
+about 15 ms of CPU, 4096^3 about 30-60 ms the first time: the kernels' tile loop fast-forwards across
+tasks; a position seen before redraws in well under a millisecond of simulation). The defaults are 1024^3 so the first moves stay fast. A configuration
 the library refuses (a base tile that does not fit L0) shows its message in ``.status``.
 """
 

@@ -101,10 +101,7 @@ private:
             LocalTensor<float> c = cQueue.AllocTensor<float>();
             for (int32_t kc = 0; kc < tk; kc += kL1) {
                 int32_t vkc = Min(kL1, tk - kc);
-                if (!haveA || !t.isReuseA) {
-                    if (haveA) {
-                        a1Queue.FreeTensor(a1);
-                    }
+                if (!haveA) {                    // the A panel (with isReuseA: once per row of base tiles)
                     a1 = a1Queue.AllocTensor<half>();
                     DataCopy(a1, aGm[row * t.Ka + kAt + kc], Nd2NzParams{1, static_cast<uint16_t>(vm),
                              static_cast<uint32_t>(vkc), 0, static_cast<uint64_t>(t.Ka), static_cast<uint16_t>(m16), 1, 0});
@@ -147,6 +144,10 @@ private:
                     b2Queue.FreeTensor(b2);
                 }
                 b1Queue.FreeTensor(b1);
+                if (!t.isReuseA) {               // a fresh A panel for the next K panel
+                    a1Queue.FreeTensor(a1);
+                    haveA = false;
+                }
             }
             cQueue.EnQue(c);
             c = cQueue.DeQue<float>();
@@ -155,7 +156,9 @@ private:
                     sizeof(OutT) == 2 ? QuantMode_t::F322F16 : QuantMode_t::NoQuant, 0, 1, 0, 0, 0});
             cQueue.FreeTensor(c);
         }
-        a1Queue.FreeTensor(a1);
+        if (haveA) {
+            a1Queue.FreeTensor(a1);              // the row's A panel (isReuseA)
+        }
     }
 
     GemmTilingData t;

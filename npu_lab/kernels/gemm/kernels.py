@@ -13,6 +13,8 @@ m = 1 would switch on GEMV mode).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...lang import (FixpipeParamsV220, GlobalTensor, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, TQue,
@@ -34,6 +36,21 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def block_work(t: GemmTiling, block_idx: int) -> list[tuple[int, int, int]]:
+    """(task, mb, j) of every C base tile block ``block_idx`` computes, in order: its tasks
+    (:func:`~npu_lab.kernels.gemm.tiling.block_tasks`), each task's base rows ``mb`` (0, baseM, ...)
+    and N tiles ``j``. The kernels loop over this list with one ``ctx.tile_loop``, so a timing-only
+    run fast-forwards across task boundaries too (the next task's tiles cost what this task's do:
+    costs depend on sizes, never on addresses)."""
+    work = []
+    for task in block_tasks(t, block_idx):
+        tm, tn, _ = t.task_shape(task)
+        n_tiles = ceil_div(tn, t.baseN)
+        for mb in range(0, tm, t.baseM):
+            work.extend((task, mb, j) for j in range(n_tiles))
+    return work
+
+
 def gemm_block_classes(block_dim, a_gm, b_gm, c_gm, atomic, tiling_bytes):
     """Blocks whose tasks have the same shapes do identical work (costs depend on shapes only)."""
     t = GemmTiling.unpack(tiling_bytes)
@@ -53,21 +70,34 @@ def load_a_l0a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None
     """L1 NZ panel -> L0A ZZ, one LoadData per K fractal column j of this base K tile: the column's
     m1 fractals are adjacent in L1 (the panel's fractal (i, j) is number j*m1 + i) and land k1
     fractals apart in L0A (ZZ: row block i holds fractals i*k1 .. i*k1 + k1 - 1), so dstGap = k1 - 1."""
+    for offset, params in _a_loads(m1, kb, vk, k0, fe):
+        ctx.load_data(a2[offset], a1, params)
+
+
+@functools.lru_cache(maxsize=4096)
+def _a_loads(m1: int, kb: int, vk: int, k0: int, fe: int) -> tuple:
+    """(L0A element offset, LoadData2DParams) of each LoadData of :func:`load_a_l0a` (shapes only:
+    built once, not per tile)."""
     k1 = ceil_div(vk, k0)
-    for j in range(k1):
-        ctx.load_data(a2[j * fe], a1, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0))
+    return tuple((j * fe, LoadData2DParams((kb // k0 + j) * m1, m1, 1, 0, k1 - 1, False, 0)) for j in range(k1))
 
 
 def load_b_l0b(ctx, b2, b1, b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> None:
     """L1 NZ panel -> L0B ZN. Half: B [k, n] panel, each 16x16 fractal transposed; int8 / float: the
     Bᵀ [n, k] panel's fractals are ZN already."""
+    for offset, params in _b_loads(b16, kb, vk, vk_panel, n1, k0, fe):
+        ctx.load_data(b2[offset], b1, params)
+
+
+@functools.lru_cache(maxsize=4096)
+def _b_loads(b16: bool, kb: int, vk: int, vk_panel: int, n1: int, k0: int, fe: int) -> tuple:
+    """(L0B element offset, LoadData2DParams) of each LoadData of :func:`load_b_l0b`."""
     if b16:
         kp1 = ceil_div(vk_panel, 16)
-        for i in range(ceil_div(vk, 16)):
-            ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams(kb // 16 + i, n1, kp1, 0, 0, True, 0))
-    else:
-        for i in range(ceil_div(vk, k0)):
-            ctx.load_data(b2[i * n1 * fe], b1, LoadData2DParams((kb // k0 + i) * n1, n1, 1, 0, 0, False, 0))
+        return tuple((i * n1 * fe, LoadData2DParams(kb // 16 + i, n1, kp1, 0, 0, True, 0))
+                     for i in range(ceil_div(vk, 16)))
+    return tuple((i * n1 * fe, LoadData2DParams((kb // k0 + i) * n1, n1, 1, 0, 0, False, 0))
+                 for i in range(ceil_div(vk, k0)))
 
 
 def copy_b_l1(ctx, b1, b_gm: GlobalTensor, b16: bool, k_at: int, n_at: int, vk: int, vn: int, K: int, N: int) -> None:
@@ -100,43 +130,51 @@ def gemm_naive_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
     ctx.pipe.init_buffer(qb2, 1, bk * bn * size, name="b2")
     ctx.pipe.init_buffer(qc, 1, bm * bn * 4, name="c")
     quant = fixpipe_quant(acc, c_gm.dtype)
-    for task in block_tasks(t, ctx.get_block_idx()):
+    work = block_work(t, ctx.get_block_idx())
+
+    def key(i):          # iterations with equal keys issue the same instructions (sizes only)
+        task, mb, j = work[i]
+        tm, tn, _ = t.task_shape(task)
+        return min(bm, tm - mb), min(bn, tn - j * bn)
+
+    # for task in my tasks: for mb in 0..tm step bm: for nb in 0..tn step bn — as one tile_loop
+    # (fast-forwarded when timing only)
+    for i in ctx.tile_loop(len(work), key=key):
+        task, mb, j = work[i]
         mi, ni, _ = t.task_coords(task)
         tm, tn, _ = t.task_shape(task)
-        for mb in range(0, tm, bm):
-            vm = min(bm, tm - mb)
-            m16 = round16(vm)
-            row = mi * t.singleCoreM + mb
-            for j in ctx.tile_loop(ceil_div(tn, bn), key=lambda j: min(bn, tn - j * bn)):   # for nb in 0..tn step bn
-                nb = j * bn
-                vn = min(bn, tn - nb)
-                col = ni * t.singleCoreN + nb
-                c = qc.alloc_tensor(acc)
-                for kb in range(0, K, bk):
-                    vk = min(bk, K - kb)
-                    a1, b1 = qa1.alloc_tensor(dt), qb1.alloc_tensor(dt)
-                    ctx.data_copy(a1, a_gm[row * K + kb], Nd2NzParams(1, vm, vk, 0, K, m16, 1, 0))
-                    copy_b_l1(ctx, b1, b_gm, b16, kb, col, vk, vn, K, N)
-                    qa1.enque(a1)
-                    qb1.enque(b1)
-                    a1, b1 = qa1.deque(dt), qb1.deque(dt)
-                    a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
-                    load_a_l0a(ctx, a2, a1, m16 // 16, 0, vk, k0, fe)
-                    load_b_l0b(ctx, b2, b1, b16, 0, vk, vk, ceil_div(vn, 16), k0, fe)
-                    qa1.free_tensor(a1)
-                    qb1.free_tensor(b1)
-                    qa2.enque(a2)
-                    qb2.enque(b2)
-                    a2, b2 = qa2.deque(dt), qb2.deque(dt)
-                    if kb and (m16 // 16) * (vn // 16) < 10:
-                        ctx.pipe_barrier("PIPE_M")      # Mmad.md: small accumulating Mmads need it
-                    ctx.mmad(c, a2, b2, MmadParams(m16, vn, vk, 0, False, kb == 0))
-                    qa2.free_tensor(a2)
-                    qb2.free_tensor(b2)
-                qc.enque(c)
-                c = qc.deque(acc)
-                ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
-                qc.free_tensor(c)
+        vm = min(bm, tm - mb)
+        m16 = round16(vm)
+        row = mi * t.singleCoreM + mb
+        nb = j * bn
+        vn = min(bn, tn - nb)
+        col = ni * t.singleCoreN + nb
+        c = qc.alloc_tensor(acc)
+        for kb in range(0, K, bk):
+            vk = min(bk, K - kb)
+            a1, b1 = qa1.alloc_tensor(dt), qb1.alloc_tensor(dt)
+            ctx.data_copy(a1, a_gm[row * K + kb], Nd2NzParams(1, vm, vk, 0, K, m16, 1, 0))
+            copy_b_l1(ctx, b1, b_gm, b16, kb, col, vk, vn, K, N)
+            qa1.enque(a1)
+            qb1.enque(b1)
+            a1, b1 = qa1.deque(dt), qb1.deque(dt)
+            a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
+            load_a_l0a(ctx, a2, a1, m16 // 16, 0, vk, k0, fe)
+            load_b_l0b(ctx, b2, b1, b16, 0, vk, vk, ceil_div(vn, 16), k0, fe)
+            qa1.free_tensor(a1)
+            qb1.free_tensor(b1)
+            qa2.enque(a2)
+            qb2.enque(b2)
+            a2, b2 = qa2.deque(dt), qb2.deque(dt)
+            if kb and (m16 // 16) * (vn // 16) < 10:
+                ctx.pipe_barrier("PIPE_M")      # Mmad.md: small accumulating Mmads need it
+            ctx.mmad(c, a2, b2, MmadParams(m16, vn, vk, 0, False, kb == 0))
+            qa2.free_tensor(a2)
+            qb2.free_tensor(b2)
+        qc.enque(c)
+        c = qc.deque(acc)
+        ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
+        qc.free_tensor(c)
 
 
 @npu_kernel(core_type="cube", block_classes=gemm_block_classes)
@@ -166,54 +204,67 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
     quant = fixpipe_quant(acc, c_gm.dtype)
     if atomic:
         ctx.set_atomic_add(c_gm.dtype)         # Fixpipe adds into C: the K-split's partial sums meet in GM
-    for task in block_tasks(t, ctx.get_block_idx()):
+    work = block_work(t, ctx.get_block_idx())
+    reuse = bool(t.isReuseA)
+
+    def key(i):          # iterations with equal keys issue the same instructions (sizes only)
+        task, mb, j = work[i]
+        tm, tn, tk = t.task_shape(task)
+        last = i + 1 == len(work) or work[i + 1][:2] != (task, mb)
+        return min(bm, tm - mb), min(bn, tn - j * bn), tk, reuse and j == 0, reuse and last
+
+    a1 = None
+    # for task in my tasks: for mb in 0..tm step bm: for nb in 0..tn step bn — as one tile_loop
+    # (fast-forwarded when timing only; the key tells which iterations issue the same work: tail
+    # tiles, and with isReuseA the first N tile of a row, which loads the A panel, and the last,
+    # which frees it)
+    for i in ctx.tile_loop(len(work), key=key):
+        task, mb, j = work[i]
         mi, ni, ki = t.task_coords(task)
         tm, tn, tk = t.task_shape(task)
         k_at = ki * t.singleCoreK
-        for mb in range(0, tm, bm):
-            vm = min(bm, tm - mb)
-            m16 = round16(vm)
-            row = mi * t.singleCoreM + mb
+        vm = min(bm, tm - mb)
+        m16 = round16(vm)
+        row = mi * t.singleCoreM + mb
+        nb = j * bn
+        vn = min(bn, tn - nb)
+        col = ni * t.singleCoreN + nb
+        c = qc.alloc_tensor(acc)
+        for kc in range(0, tk, k_l1):        # not a tile_loop: the loop above is one (they do not nest)
+            vkc = min(k_l1, tk - kc)
+            if a1 is None:                   # the A panel (with isReuseA: once per base row)
+                a1 = qa1.alloc_tensor(dt)
+                ctx.data_copy(a1, a_gm[row * K + k_at + kc], Nd2NzParams(1, vm, vkc, 0, K, m16, 1, 0))
+                qa1.enque(a1)
+                a1 = qa1.deque(dt)
+            b1 = qb1.alloc_tensor(dt)
+            copy_b_l1(ctx, b1, b_gm, b16, k_at + kc, col, vkc, vn, K, N)
+            qb1.enque(b1)
+            b1 = qb1.deque(dt)
+            for kb in range(0, vkc, bk):
+                vk = min(bk, vkc - kb)
+                a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
+                load_a_l0a(ctx, a2, a1, m16 // 16, kb, vk, k0, fe)
+                load_b_l0b(ctx, b2, b1, b16, kb, vk, vkc, ceil_div(vn, 16), k0, fe)
+                qa2.enque(a2)
+                qb2.enque(b2)
+                a2, b2 = qa2.deque(dt), qb2.deque(dt)
+                first = kc == 0 and kb == 0
+                if not first and (m16 // 16) * (vn // 16) < 10:
+                    ctx.pipe_barrier("PIPE_M")  # Mmad.md: small accumulating Mmads need it
+                ctx.mmad(c, a2, b2, MmadParams(m16, vn, vk, 0, False, first))
+                qa2.free_tensor(a2)
+                qb2.free_tensor(b2)
+            qb1.free_tensor(b1)
+            if not reuse:                    # a fresh A panel for the next K panel
+                qa1.free_tensor(a1)
+                a1 = None
+        qc.enque(c)
+        c = qc.deque(acc)
+        ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
+        qc.free_tensor(c)
+        if reuse and (i + 1 == len(work) or work[i + 1][:2] != (task, mb)):
+            qa1.free_tensor(a1)                      # the row's last N tile: its A panel is done
             a1 = None
-            # a for loop over the N tiles (ctx.tile_loop: fast-forwarded when timing only; the key
-            # tells which iterations issue the same work: the tail tile and the first, which loads A)
-            for j in ctx.tile_loop(ceil_div(tn, bn), key=lambda j: (min(bn, tn - j * bn), j == 0 or not t.isReuseA)):
-                nb = j * bn
-                vn = min(bn, tn - nb)
-                col = ni * t.singleCoreN + nb
-                c = qc.alloc_tensor(acc)
-                for kc in range(0, tk, k_l1):        # not a tile_loop: the N loop above is one (they do not nest)
-                    vkc = min(k_l1, tk - kc)
-                    if a1 is None or not t.isReuseA:
-                        if a1 is not None:
-                            qa1.free_tensor(a1)
-                        a1 = qa1.alloc_tensor(dt)
-                        ctx.data_copy(a1, a_gm[row * K + k_at + kc], Nd2NzParams(1, vm, vkc, 0, K, m16, 1, 0))
-                        qa1.enque(a1)
-                        a1 = qa1.deque(dt)
-                    b1 = qb1.alloc_tensor(dt)
-                    copy_b_l1(ctx, b1, b_gm, b16, k_at + kc, col, vkc, vn, K, N)
-                    qb1.enque(b1)
-                    b1 = qb1.deque(dt)
-                    for kb in range(0, vkc, bk):
-                        vk = min(bk, vkc - kb)
-                        a2, b2 = qa2.alloc_tensor(dt), qb2.alloc_tensor(dt)
-                        load_a_l0a(ctx, a2, a1, m16 // 16, kb, vk, k0, fe)
-                        load_b_l0b(ctx, b2, b1, b16, kb, vk, vkc, ceil_div(vn, 16), k0, fe)
-                        qa2.enque(a2)
-                        qb2.enque(b2)
-                        a2, b2 = qa2.deque(dt), qb2.deque(dt)
-                        first = kc == 0 and kb == 0
-                        if not first and (m16 // 16) * (vn // 16) < 10:
-                            ctx.pipe_barrier("PIPE_M")  # Mmad.md: small accumulating Mmads need it
-                        ctx.mmad(c, a2, b2, MmadParams(m16, vn, vk, 0, False, first))
-                        qa2.free_tensor(a2)
-                        qb2.free_tensor(b2)
-                    qb1.free_tensor(b1)
-                qc.enque(c)
-                c = qc.deque(acc)
-                ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
-                qc.free_tensor(c)
-            qa1.free_tensor(a1)
     if atomic:
         ctx.disable_dma_atomic()

@@ -12,7 +12,7 @@ course's: ``kSplit`` (tasks along K; Ascend C writes it as singleCoreK < K).
 The "3D grid": Ascend C launches a one-dimensional ``blockDim`` (``GetBlockIdx()`` is one index).
 The tasks form an (M-tile, N-tile, K-split) grid, numbered ``task = (mIdx * nTiles + nIdx) * kSplit
 + kIdx``; block b runs tasks b, b + blockDim, b + 2·blockDim, ... (blockDim ≤ cores, as real
-operators launch). :func:`block_tasks` gives that mapping.
+operators launch; :func:`balanced_block_dim`: the fewest blocks that need the same number of waves). :func:`block_tasks` gives that mapping.
 
 Capacities (NPU架构版本2201.md): L1 512 KB, L0A/L0B 64 KB, L0C 128 KB on the 910B2 (the 310P3: 1 MB /
 64 / 64 / 256 KB). :func:`gemm_tiling` checks every buffer and says which one overflows and by how much.
@@ -202,10 +202,23 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
         ("A", bm * bk * size, hw.l0a_bytes), ("B", bk * bn * size, hw.l0b_bytes), ("C", bm * bn * 4, hw.l0c_bytes))}
     t = GemmTiling(M=M, N=N, Ka=K, singleCoreM=bm, singleCoreN=single_n, singleCoreK=single_k, baseM=bm, baseN=bn,
                    baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf * step, depthB1=nbuf * step, dbL0A=db["A"], dbL0B=db["B"],
-                   dbL0C=db["C"], usedCoreNum=min(cores, m_tiles * n_tiles * k_split), kSplit=k_split,
+                   dbL0C=db["C"], usedCoreNum=balanced_block_dim(m_tiles * n_tiles * k_split, cores), kSplit=k_split,
                    isReuseA=int(not naive and step * bk >= single_k), isNaive=int(naive))
     check_tiling(t, dtype, hw)
     return t
+
+
+def balanced_block_dim(tasks: int, cores: int) -> int:
+    """blockDim for ``tasks`` equal tasks on ``cores`` cores: the fewest blocks that finish in the
+    same number of waves, ``ceil(tasks / ceil(tasks / cores))`` (32 tasks on 24 cores: 16 blocks of 2
+    tasks, not 8 blocks of 2 and 16 of 1 — the makespan is two tasks either way, and the cores left
+    idle neither pay launch overhead nor share HBM). At most ``cores`` (one wave: one task each)."""
+    if isinstance(tasks, bool) or not isinstance(tasks, numbers.Integral) or tasks < 1:
+        raise ValueError(f"tasks must be a whole number >= 1, got {tasks!r}")
+    if isinstance(cores, bool) or not isinstance(cores, numbers.Integral) or cores < 1:
+        raise ValueError(f"cores must be a whole number >= 1, got {cores!r}")
+    waves = _ceil(tasks, cores)
+    return _ceil(tasks, waves)
 
 
 def check_tiling(t: GemmTiling, dtype, hw: HardwareSpec) -> None:
