@@ -204,3 +204,32 @@ def compare_schedules_on_kernel(seq_lens, cores: int = 8, *, q_heads: int = 4, k
     rr = out.loc[out.schedule == "round-robin", "time_us"]
     out["speedup_vs_rr"] = (float(rr.iloc[0]) / out["time_us"]) if len(rr) else np.nan
     return out
+
+
+def article_balance_on_kernel(cores: int = 8, n: int = 32, seed: int = 0, *, low: int = 16, high: int = 1024,
+                              median: int = 128, hw: HardwareSpec | str = "ascend-910b2") -> pd.DataFrame:
+    """The article's 65 % -> 92 % on the simulator instead of the host model: ``n`` sequences with
+    uniform (``low``..``high``) and long-tailed (lognormal, median ``median``, sigma 1, clipped)
+    lengths, seeded, each schedule run on ``cores`` blocks (:func:`compare_schedules_on_kernel`;
+    lengths are scaled down from the host model's 128..8192 so a run takes well under a second).
+
+    One row per (distribution, schedule); ``attrs['verdict']`` compares round-robin -> LPT with
+    the article's pair, model against timeline."""
+    from ...sched import sample_lengths
+    rows = []
+    for dist in ("uniform", "lognormal"):
+        lens = sample_lengths(n, dist, seed, low=low, high=high, median=median)
+        df = compare_schedules_on_kernel(lens, cores, hw=hw)
+        df.insert(0, "distribution", "long-tailed (lognormal)" if dist == "lognormal" else dist)
+        rows.append(df)
+    out = pd.concat(rows, ignore_index=True)
+    parts = []
+    for d, g in out.groupby("distribution", sort=False):
+        u = dict(zip(g.schedule, g.core_utilisation))
+        m = dict(zip(g.schedule, g.model_utilisation))
+        parts.append(f"{d}: round-robin {u['round-robin']:.0%} -> LPT {u['LPT']:.0%} -> split-long "
+                     f"{u['split-long']:.0%} on the timeline (model {m['round-robin']:.0%} -> {m['LPT']:.0%})")
+    out.attrs["verdict"] = ("article: 65 % -> 92 %. " + "; ".join(parts) + ". The timeline follows the model "
+                            "where tasks are long; per-task fixed work (q load, output) and the combine launch "
+                            "of split-long are what the model leaves out.")
+    return out
