@@ -310,3 +310,56 @@ def test_classify_gaps_rejects_bad_input():
         classify_gaps([0.0], [1.0], "V", [], [], [20.0], 0)
     w, c = classify_gaps([0.0, 0.0], [120.0, 50.0], "V", ["MTE2", "V"], [100.0, 50.0], [20.0], 1e-3)
     assert list(c) == ["waits for MTE2 (flag)", "waits for V (latency)"]
+
+
+# ------------------------------------------------------------------ every kernel of the course
+@pytest.mark.parametrize("chip", CHIPS)
+def test_monitor_on_every_course_timeline(chip):
+    """GEMM (cube), decode (one and two launches), the scheduled decode kernel, the MoE ladder:
+    the parts add up to the span on every core type, busy is the Timeline's, the verdict is its."""
+    from npu_lab.course.monitor_view import COURSE_COLUMNS, _course_runs, monitor_course
+    from npu_lab.sim.monitor import MSPROF_ALIASES
+
+    spec = get_preset(chip)
+    ran = 0
+    for family, version, run in _course_runs(spec):
+        try:
+            t = run()
+        except (CapabilityError, ValueError):
+            continue
+        ran += 1
+        r = monitor(t, chip)
+        tab, s = r.table, r.summary
+        span = sum(l.hw.cycles_to_us(l.body_cycles) for l in t.launches)
+        np.testing.assert_allclose(tab[PARTS].sum(axis=1), span, rtol=1e-12, atol=1e-9, err_msg=f"{family} {version}")
+        assert (r.verdict, r.evidence) == t.bottleneck()
+        kinds = {l.core_type for l in t.launches}
+        assert set(tab.core_type) == kinds
+        for kind in kinds:
+            for stem in MSPROF_NAMES[kind].values():
+                assert 0 <= s[f"{stem}_ratio"] <= 1 + 1e-9, (family, version, stem)
+        if "cube" in kinds:
+            for alias, name in MSPROF_ALIASES.items():
+                assert s[alias] == s[name]
+            m = tab[tab["pipe"] == "M"]
+            assert m.busy_us.sum() > 0
+    assert ran >= (20 if chip == "ascend-910b2" else 8)
+    df = monitor_course(chip)
+    assert list(df.columns) == COURSE_COLUMNS
+    ok = df[df.error == ""]
+    assert ok.verdict.isin(["launch", "memory", "compute", "sync"]).all()
+    assert ((df.error != "") == df.latency_us.isna()).all()
+    if chip == "ascend-910b2":
+        assert ok.loc["GEMM"].aic_mac_ratio.gt(0).all() and ok.loc["GEMM"].aiv_vec_ratio.isna().all()
+        sched = ok.loc["decode, scheduled"]
+        # the contiguous split of a long-tailed batch is the unbalanced one, and the monitor says so
+        assert sched.balance_max_over_mean.idxmax() == "contiguous"
+        assert "load imbalance" in sched.loc["contiguous", "advice"]
+        assert sched.loc["split-long", "launches"] == 2
+
+
+def test_a_timeline_joining_two_chips_is_refused():
+    a = scaled_add(1 << 12, None, hw="ascend-910b2", timing_only=True)[1]
+    b = scaled_add(1 << 12, None, hw="ascend-310p3", timing_only=True)[1]
+    with pytest.raises(ValueError, match="different chips"):
+        monitor(Timeline.concat([a, b]))

@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 from ..sim.monitor import CATEGORIES, MonitorReport, monitor
 from ..sim.timeline import Timeline
 
-__all__ = ["monitor_bars_figure", "utilisation_heatmap", "monitor_ladder", "CATEGORY_COLOURS", "LADDER_COLUMNS"]
+__all__ = ["monitor_bars_figure", "utilisation_heatmap", "monitor_ladder", "monitor_course", "CATEGORY_COLOURS",
+           "LADDER_COLUMNS", "COURSE_COLUMNS"]
 
 #: one colour per part of a span, the same in every figure
 CATEGORY_COLOURS = {"busy": "#2ca02c", "wait_data": "#1f77b4", "wait_sync": "#ff7f0e", "idle": "#d9d9d9"}
@@ -119,3 +120,64 @@ def monitor_ladder(B: int, S: int, E: int, K: int, hw="ascend-910b2", *, version
         s = monitor(t, spec, input_bytes=B * S * E * 4).summary
         rows.append({"version": v, **{c: s[c] for c in LADDER_COLUMNS if c in s}, "error": ""})
     return pd.DataFrame(rows, columns=["version", *LADDER_COLUMNS]).set_index("version")
+
+
+#: the columns of monitor_course's DataFrame (after ``family``, ``version``)
+COURSE_COLUMNS = ["latency_us", "launches", "core_type", "verdict", "aiv_vec_ratio", "aiv_scalar_ratio",
+                  "aiv_mte2_ratio", "aic_mac_ratio", "aic_mte1_ratio", "aic_fixpipe_ratio", "memory_bound",
+                  "dma_compute_overlap", "wait_data_share", "wait_sync_share", "cores_used", "idle_cores",
+                  "balance_max_over_mean", "advice", "error"]
+
+
+def _course_runs(spec):
+    """(family, version, thunk) for every kernel version of the course at a small shape, timing-only."""
+    import numpy as np
+
+    from ..kernels.decode import decode_attention
+    from ..kernels.decode.scheduled import SCHEDULES, random_decode_inputs, scheduled_decode_attention
+    from ..kernels.gemm.run import GEMM_VERSIONS, gemm
+    from ..kernels.moe_gating import VERSIONS, simulate_moe_gating
+    from ..kernels.scaled_add import scaled_add
+
+    runs = [("MoeGatingTopK", v, lambda v=v: simulate_moe_gating(2, 2048, 128, 4, version=v, hw=spec).timeline)
+            for v in VERSIONS]
+    runs += [("scaled_add", f"BUFFER_NUM={nb}",
+              lambda nb=nb: scaled_add(1 << 16, None, hw=spec, num_buffers=nb, timing_only=True)[1]) for nb in (1, 2)]
+    runs += [("GEMM", v, lambda v=v: gemm((256, 512), (512, 256), version=v, hw=spec, timing_only=True,
+                                          dtype=np.float16)[1]) for v in GEMM_VERSIONS]
+    for v in ("v1", "v2", "v4", "v5"):
+        n = 64 if v == "v1" else 1024                   # v1 holds the whole S2 in the UB
+        kv = ((4, n, 8, 128), np.int8 if v == "v5" else np.float16)
+        runs.append(("decode attention", v, lambda v=v, kv=kv, n=n: decode_attention(
+            (4, 32, 128), kv, None, np.full(4, n), version=v, hw=spec, timing_only=True).timeline))
+    lens = [900, 40, 300, 120, 64, 500, 16, 200]
+    q, k, val, l = random_decode_inputs(lens)
+    cores = min(8, spec.vector_cores)
+    runs += [("decode, scheduled", s, lambda s=s: scheduled_decode_attention(
+        q, k, val, l, s, cores=cores, hw=spec, timing_only=True).timeline) for s in SCHEDULES]
+    return runs
+
+
+def monitor_course(hw="ascend-910b2"):
+    """The monitor on every kernel version of the course — the MoE ladder (discrete chain, v1..v4),
+    scaled-add single/double-buffered, the GEMM ladder on the cube cores, decode attention v1/v2/v4/v5
+    and the decode kernel under each schedule — at small shapes, timing-only: one row per version
+    with :data:`COURSE_COLUMNS` (msprof's names; a cube run shows ``aic_mac_ratio``). A version the
+    chip cannot run gets its ``error`` and no figures. A few seconds on the 910B2."""
+    import pandas as pd
+
+    from ..lang.errors import CapabilityError
+    from ..presets import get_preset
+
+    spec = get_preset(hw) if isinstance(hw, str) else hw
+    rows = []
+    for family, version, run in _course_runs(spec):
+        try:
+            t = run()
+        except (CapabilityError, ValueError) as exc:       # an instruction the chip lacks, a shape past its UB
+            rows.append({"family": family, "version": version, "error": str(exc).split(";")[0][:160]})
+            continue
+        s = monitor(t, spec).summary
+        rows.append({"family": family, "version": version, **{c: s[c] for c in COURSE_COLUMNS if c in s},
+                     "error": ""})
+    return pd.DataFrame(rows, columns=["family", "version", *COURSE_COLUMNS]).set_index(["family", "version"])

@@ -176,3 +176,43 @@ def case_study_check(hw="ascend-910b2") -> pd.DataFrame:
                                          f"(batch {batch}); the article claims {tps:,.0f}" if batch else
                                          f"no batch has a step <= {p99:g} ms that fits the HBM")))
     return pd.DataFrame(rows)
+
+
+#: the storage formats the case study compares: (label, kv_dtype, weights_dtype)
+STORAGE_FORMATS = (("bf16 weights, bf16 KV", "bf16", "bf16"), ("bf16 weights, int8 KV", "int8", "bf16"),
+                   ("int8 weights, int8 KV", "int8", "int8"))
+#: the largest batch the service curve scans (the slider goes to 256; the best batch may be beyond)
+CURVE_MAX_BATCH = 1024
+
+
+def service_curve(context_len: int = 8192, kv_dtype: str = "bf16", weights_dtype: str = "bf16",
+                  hw="ascend-910b2", max_batch: int = CURVE_MAX_BATCH) -> pd.DataFrame:
+    """:func:`decode_step_roofline` for every batch 1..``max_batch`` at one context and storage,
+    plus ``step_ms``: the curve a latency / throughput plot draws."""
+    max_batch = _positive("max_batch", max_batch, whole=True, maximum=4096)
+    df = decode_step_roofline(range(1, max_batch + 1), context_len, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
+                              hw=hw)
+    df["step_ms"] = df.step_us / 1e3
+    return df
+
+
+def case_study_point(batch: int, context_len: int = 8192, kv_dtype: str = "bf16", weights_dtype: str = "bf16",
+                     hw="ascend-910b2", curve: pd.DataFrame | None = None) -> dict:
+    """One point of the case study: the decode step at ``batch`` (1..1024) and ``context_len``
+    (every sequence's cached tokens) with that storage, and for each of the article's two claims
+    (:data:`ARTICLE_SERVICE`) the best tokens/s a step within its P99 allows at this context and
+    storage (a P99 per-token latency of L ms needs step <= L) and the verdict. ``curve``: a
+    :func:`service_curve` of the same arguments, to reuse. Returns a dict (``row``: the step's
+    figures; ``claims``: one dict per claim)."""
+    batch = _positive("batch", batch, whole=True, maximum=CURVE_MAX_BATCH)
+    df = service_curve(context_len, kv_dtype, weights_dtype, hw) if curve is None else curve
+    row = df.iloc[batch - 1].to_dict()
+    claims = []
+    for claim, tps, p99 in ARTICLE_SERVICE:
+        ok = df[(df.step_ms <= p99) & df.fits_hbm]
+        best = ok.loc[ok.tokens_per_s.idxmax()] if len(ok) else None
+        best_tps = float(best.tokens_per_s) if best is not None else 0.0
+        claims.append(dict(claim=claim, article_tokens_per_s=tps, article_p99_ms=p99, best_tokens_per_s=best_tps,
+                           best_batch=int(best.batch) if best is not None else 0,
+                           verdict="consistent" if tps <= best_tps else "wrong"))
+    return dict(row=row, claims=claims)

@@ -106,3 +106,44 @@ def article_balance_check(cores: int = 48, n: int = 256, seed: int = 0) -> pd.Da
                                 "completion times, each core running its list in order; lengths in tokens; "
                                 f"n={n}, cores={cores}, seed={seed}")
     return out
+
+
+#: how close (absolute, utilisation points) a modelled figure must be to count as the article's
+ARTICLE_TOLERANCE = 0.05
+
+
+def article_spread_sweep(sigmas=(0.25, 0.5, 0.75, 1.0, 1.5), items=(96, 256), cores: int = 48,
+                         seed: int = 0) -> pd.DataFrame:
+    """Where the article's 65 % -> 92 % could come from: lognormal lengths (median 1024 tokens,
+    clipped to 128..8192) of spread ``sigma``, ``items`` sequences on ``cores`` cores.
+
+    One row per (sigma, items): utilisation of round-robin (``rr_utilisation``), LPT and split-long,
+    LPT's P99 change from round-robin, and ``matches_article`` — round-robin within
+    :data:`ARTICLE_TOLERANCE` of 65 % *and* LPT within it of 92 %. ``attrs['verdict']`` names the
+    matching cases (or none): the figure pair is a property of the input, not of LPT."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    sig, its = list(sigmas), list(items)
+    if not sig or not its:
+        raise ValueError("sigmas and items must each list at least one value, e.g. sigmas=(0.5, 1.0), items=(96,)")
+    rows = []
+    for s in sig:
+        for n in its:
+            df = compare_schedules(sample_lengths(n, "lognormal", seed, sigma=s), cores)
+            u = dict(zip(df.schedule, df.utilisation))
+            p = dict(zip(df.schedule, df.p99))
+            rows.append(dict(sigma=s, items=n, cores=cores, rr_utilisation=u["round-robin"], lpt_utilisation=u["LPT"],
+                             split_long_utilisation=u["split-long"], lpt_p99_change=p["LPT"] / p["round-robin"] - 1,
+                             matches_article=abs(u["round-robin"] - ARTICLE_UTILISATION[0]) <= ARTICLE_TOLERANCE
+                             and abs(u["LPT"] - ARTICLE_UTILISATION[1]) <= ARTICLE_TOLERANCE))
+    out = pd.DataFrame(rows)
+    hits = out[out.matches_article]
+    where = ", ".join(f"sigma={r.sigma:g} with {r.items} sequences (P99 {r.lpt_p99_change:+.0%})"
+                      for r in hits.itertuples()) or "none of these cases"
+    out.attrs["verdict"] = (
+        f"65 % -> 92 % (within ±{ARTICLE_TOLERANCE:.0%}) on {cores} cores: {where}. Round-robin's utilisation "
+        "falls as the spread grows and rises with more sequences per core; LPT reaches > 90 % once there are a "
+        "few sequences per core, and only splitting keeps it there when one sequence is longer than a core's "
+        "share. The article's pair is one point of this surface, and its −47 % P99 another; neither is "
+        "reproducible without the distribution it came from.")
+    return out

@@ -62,7 +62,7 @@ from .core import ALL_PIPES, CUBE_PIPES, PIPE_CODE, VECTOR_PIPES
 from .thresholds import IMBALANCE, LOW_OVERLAP, SMALL_COPIES_HBM_SHARE, WAIT_DATA_SHARE
 from .timeline import MEMORY_PIPES, Timeline
 
-__all__ = ["MonitorReport", "monitor", "classify_gaps", "MSPROF_NAMES", "CATEGORIES", "DATA_PIPES"]
+__all__ = ["MonitorReport", "monitor", "classify_gaps", "MSPROF_NAMES", "MSPROF_ALIASES", "CATEGORIES", "DATA_PIPES"]
 
 #: the four parts of a span, in the order the table and the plots use
 CATEGORIES = ("busy", "wait_data", "wait_sync", "idle")
@@ -76,6 +76,12 @@ MSPROF_NAMES = {
     "vector": {"S": "aiv_scalar", "MTE2": "aiv_mte2", "V": "aiv_vec", "MTE3": "aiv_mte3"},
     "cube": {"S": "aic_scalar", "MTE2": "aic_mte2", "MTE1": "aic_mte1", "M": "aic_cube", "FIX": "aic_fixpipe"},
 }
+#: the same cube figures under the names msprof's op_summary_*.csv gives them: its PipeUtilization
+#: columns are ``aic_mac_time(us)``, ``aic_mac_ratio`` (op_summary page, hiascend.com
+#: ``devaids/Profiling/atlasprofiling_16_0067.html``; the metric set is ACL's ``mac_ratio``,
+#: aclprofAicoreMetrics ACL_AICORE_PIPE_UTILIZATION, ``aclcppdevg_03_1184.html``), while msopprof's
+#: PipeUtilization.csv says ``aic_cube_ratio`` (``atlasopdev_16_0099.html``): one figure, two names
+MSPROF_ALIASES = {"aic_mac_ratio": "aic_cube_ratio", "aic_mac_time(us)": "aic_cube_time(us)"}
 _PIPES_OF = {"vector": VECTOR_PIPES, "cube": CUBE_PIPES}
 _TOL_CYCLES = 1e-3        # cycles are whole: times this close are the same time
 UB_HIT_RATE_NOTE = ("not measurable: the UB is software-managed (every byte in it was copied there by "
@@ -275,6 +281,11 @@ def _check_input(timeline, hw):
                         f"got {type(timeline).__name__}")
     if not timeline.launches:
         raise ValueError("monitor got an empty Timeline: launch a kernel first (Timeline() has no launches)")
+    chips = sorted({l.hw.name for l in timeline.launches})
+    if len(chips) > 1 or any(l.hw != timeline.launches[0].hw for l in timeline.launches):
+        raise ValueError(f"this Timeline joins launches from different chips ({', '.join(chips)}, or one chip "
+                         "with different specs): one run's cores, clock and bandwidth are one chip's; monitor "
+                         "each chip's Timeline on its own")
     if hw is None:
         return
     if isinstance(hw, str):
@@ -282,7 +293,6 @@ def _check_input(timeline, hw):
         hw = get_preset(hw)
     if not isinstance(hw, HardwareSpec):
         raise TypeError(f"hw must be a HardwareSpec or a preset name, got {type(hw).__name__}")
-    chips = sorted({l.hw.name for l in timeline.launches})
     if chips != [hw.name] or any(l.hw != hw for l in timeline.launches):
         raise ValueError(f"this Timeline ran on {', '.join(chips)}, not on {hw.name}: its times and core counts "
                          f"are that chip's; simulate the kernel again with hw={hw.name!r}, or leave hw out")
@@ -372,11 +382,18 @@ def _summary(timeline, table, occupied, kinds, span_us, dma_us, overlap_us, inpu
            "blocks": sum(l.block_dim for l in timeline.launches), "core_type": kind,
            "span_us": span_us, "block_dim": max(l.block_dim for l in timeline.launches)}
     # msprof: <prefix>_time(us) mean over the cores that ran, <prefix>_ratio = pipe / core time
-    out["aiv_time(us)" if kind == "vector" else "aic_time(us)"] = float(occ[used].mean()) if used.any() else 0.0
-    for p, stem in MSPROF_NAMES[kind].items():
-        busy = t[t["pipe"] == p].sort_values("core")["busy_us"].to_numpy()
-        out[f"{stem}_time(us)"] = float(busy[used].mean()) if used.any() else 0.0
-        out[f"{stem}_ratio"] = float((busy[used] / occ[used]).mean()) if used.any() else 0.0
+    # every core type of the run (a mixed cube + vector chain reports aic_* and aiv_*)
+    for k in kinds:
+        tk, ok = table[table["core_type"] == k], occupied[k]
+        on = ok > 0
+        out["aiv_time(us)" if k == "vector" else "aic_time(us)"] = float(ok[on].mean()) if on.any() else 0.0
+        for p, stem in MSPROF_NAMES[k].items():
+            busy = tk[tk["pipe"] == p].sort_values("core")["busy_us"].to_numpy()
+            out[f"{stem}_time(us)"] = float(busy[on].mean()) if on.any() else 0.0
+            out[f"{stem}_ratio"] = float((busy[on] / ok[on]).mean()) if on.any() else 0.0
+        if k == "cube":         # msprof / ACL profiling call the cube's share mac_ratio (MSPROF_ALIASES)
+            for new_name, old_name in MSPROF_ALIASES.items():
+                out[new_name] = out[old_name]
     mte2 = out[f"{MSPROF_NAMES[kind]['MTE2']}_ratio"]
     comp = max(out.get("aiv_vec_ratio", 0.0), out.get("aic_cube_ratio", 0.0))
     out["memory_bound"] = mte2 / comp if comp > 0 else (math.inf if mte2 > 0 else math.nan)

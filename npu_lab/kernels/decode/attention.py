@@ -66,7 +66,9 @@ def decode_block_classes(block_dim, q, k, v, anti, out, lse, tiling_bytes, sync=
 ALL_FLAGS = frozenset({"V_S", "S_V", "S_MTE3", "MTE3_S"})
 
 
-def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync):
+def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync, block_tasks=None):
+    """``block_tasks`` (optional): a function block index -> the task indices that block runs, in
+    order (npu_lab/kernels/decode/scheduled.py); default: the contiguous ``tasks_per_block`` run."""
     sync = ALL_FLAGS if sync is None else sync
     t, lens = DecodeTiling.unpack_with(tiling_bytes)
     G, D, c, N2 = t.group, t.head_dim, t.chunk, t.kv_heads
@@ -92,7 +94,8 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
     acc, prod, scores, part = (bufs[n].get(np.float32) for n in ("acc", "prod", "scores", "part"))
     pb, red, tmp, lse_ub = (bufs[n].get(np.float32) for n in ("pb", "red", "tmp", "lse"))
     first = ctx.get_block_idx() * t.tasks_per_block
-    mine = range(first, min(t.tasks, first + t.tasks_per_block))
+    mine = range(first, min(t.tasks, first + t.tasks_per_block)) if block_tasks is None \
+        else block_tasks(ctx.get_block_idx())
     for j in ctx.tile_loop(len(mine), key=lambda j: (task_range(t, lens, mine[j])[3], j == 0)):
         task = mine[j]
         b, n2, lo, n_pos = task_range(t, lens, task)
