@@ -174,3 +174,32 @@ def test_tiling_fits_the_ub_and_the_repeat_limits():
         assert (t.blockNum - 1) * t.blockFormer + t.blockTail == 4096
     with pytest.raises(ValueError, match=r"pads every group to a multiple of 32 experts.*2048"):
         calculate_grouped_tiling(4, 2040, 4, hw, num_groups=255, topk_groups=1)
+
+
+# ---- the C++ listing ----------------------------------------------------------------------------------
+
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from npu_lab.lang import ASCEND_C_API  # noqa: E402
+from npu_lab.lang.context import record_calls  # noqa: E402
+
+_CPP = Path(__file__).resolve().parents[1] / "npu_lab" / "kernels" / "moe_gating" / "grouped.cpp"
+
+
+@pytest.mark.parametrize("E,K,opts", [
+    (256, 8, dict(DEEPSEEK, bias=np.linspace(-0.1, 0.1, 256, dtype=F32), extras=True,
+                  finished=np.arange(20) % 3 == 0)),
+    (1000, 70, dict(score="softmax", num_groups=8, topk_groups=6, renorm=True)),
+    (100, 3, dict(renorm=False)),
+])
+def test_every_call_of_a_traced_run_is_in_the_cpp_listing(E, K, opts):
+    text = re.sub(r"//[^\n]*", "", _CPP.read_text(encoding="utf-8"))
+    x = np.random.default_rng(0).standard_normal((20, E)).astype(np.float16)
+    with record_calls() as logs:
+        run_grouped(x, K, **opts)
+    names = {(name.split(" ")[0] if pipe else name.split("<")[0]) for pipe, name in logs[0]}
+    api = {n for n in names if n in ASCEND_C_API or f"TPipe::{n}" in ASCEND_C_API}
+    assert {"Sort32", "MrgSort", "Gather", "DataCopyPad"} <= api
+    for name in api:
+        assert re.search(r"\b" + re.escape(name) + r"\s*[<(]", text), f"{name} is called by the kernel but not in grouped.cpp"

@@ -645,21 +645,19 @@ class _Grouped:
         ctx.wait_flag("V_S", ev)
         final, scratch = self._buf("final"), self._buf("scratch")
         fl = t.kGroup * Gp
-        choices = []
         for q in range(r):
             scores = [gs.get_value(q * groups + g) for g in range(groups)]
-            chosen = ctx.scalar("rank groups", ops=groups * max(1, int(np.ceil(np.log2(groups)))) + t.kGroup,
+            chosen = ctx.scalar("rank groups", ops=groups * t.kGroup + groups,
                                 compute=lambda s=scores: sorted(np.argsort(-np.asarray(s, dtype=np.float32),
                                                                            kind="stable")[:t.kGroup].tolist()))
-            # a timing-only run reads zeros: the cost does not depend on which groups win
-            choices.append(list(range(t.kGroup)) if chosen is None else chosen)
-        ev = ctx.pipe.fetch_event_id("S_V")               # the next loop's Gather overwrites gscore
-        ctx.set_flag("S_V", ev)
-        ctx.wait_flag("S_V", ev)
-        for q, chosen in enumerate(choices):
+            if chosen is None:            # a timing-only run reads zeros: the cost does not depend on the choice
+                chosen = list(range(t.kGroup))
             if q and t.kGroup > 4:
                 ctx.pipe_barrier("PIPE_V")        # the scratch rows are reused
             self._merge_chosen(final, scratch, sorted_buf, q, chosen, fl)
+        ev = ctx.pipe.fetch_event_id("S_V")               # the next loop's Gather overwrites gscore
+        ctx.set_flag("S_V", ev)
+        ctx.wait_flag("S_V", ev)
         ctx.pipe_barrier("PIPE_V")
         return final
 

@@ -65,7 +65,7 @@ def unsupported_reason(version: str, hw) -> str | None:
     limits (an unaligned tail store) are found when the kernel runs."""
     from ...capabilities import check_supported
 
-    if version == ROUTING_VERSION:
+    if isinstance(version, str) and version == ROUTING_VERSION:
         from .grouped import grouped_unsupported_reason
         return grouped_unsupported_reason(_hw(hw))
     _check_version(version)
@@ -229,7 +229,7 @@ def moe_gating_topk(gate_logits, k: int, *, version: str | None = None, hw="asce
         raise TypeError(f"moe_gating_topk() got unknown routing option(s) {', '.join(unknown)}; the options are: "
                         f"{', '.join(GATING_OPTION_DEFAULTS)}")
     used = [n for n, v in options.items() if not _is_default(n, v)]
-    if version == ROUTING_VERSION or (version is None and used):
+    if (isinstance(version, str) and version == ROUTING_VERSION) or (version is None and used):
         if tile_s is not None:
             raise ValueError(f"tile_s does not apply to the {ROUTING_VERSION} kernel (it tiles by rows); got {tile_s!r}")
         from .grouped_host import run_grouped
@@ -280,7 +280,7 @@ def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", 
 
     ``version="grouped"`` (the full routing semantics) takes the routing options as keywords
     (``bias=True`` / ``finished=True`` for "present"): :func:`.grouped_host.simulate_grouped`."""
-    if version == ROUTING_VERSION:
+    if isinstance(version, str) and version == ROUTING_VERSION:
         from .grouped_host import simulate_grouped
         if tile_s is not None:
             raise ValueError(f"tile_s does not apply to the {ROUTING_VERSION} kernel (it tiles by rows); got {tile_s!r}")
