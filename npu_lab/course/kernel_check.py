@@ -99,8 +99,8 @@ _REGISTRY: dict[str, KernelExercise] = {}
 
 def register_exercise(ex: KernelExercise) -> KernelExercise:
     """Add an exercise (called by the ``exNN`` modules at import)."""
-    if not re.fullmatch(r"(0[1-9]|08b)\.[a-z0-9_]+", ex.id):
-        raise ValueError(f"exercise id must be 'NN.name' (notebook 01..09, or the appendix 08b; lower-case "
+    if not re.fullmatch(r"(0[1-9]|1[0-9]|08b)\.[a-z0-9_]+", ex.id):
+        raise ValueError(f"exercise id must be 'NN.name' (notebook 01..19, or the appendix 08b; lower-case "
                          f"name); got {ex.id!r}")
     if f"ex{ex.id.split('.')[0]}" != ex.notebook:
         raise ValueError(f"exercise {ex.id} belongs to module ex{ex.id.split('.')[0]}, not {ex.notebook}")
@@ -114,6 +114,7 @@ def kernel_exercises() -> dict[str, KernelExercise]:
 
     for nn in ("01", "02", "03", "04", "05", "06", "07", "08b", "09"):
         importlib.import_module(f"npu_lab.course.ex{nn}")
+    importlib.import_module("npu_lab.course.ex14_capstone")     # notebook 14's capstone
     return dict(sorted(_REGISTRY.items()))
 
 

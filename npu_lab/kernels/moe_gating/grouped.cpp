@@ -390,7 +390,10 @@ private:
         PipeBarrier<PIPE_V>();
         uint32_t span = t->grouped ? Gp : C;
         LocalTensor<float> sorted = MergeRounds(a, b, rows * (C / span), span);
-        LocalTensor<float> final = t->grouped ? ChooseGroups(sorted, rows) : sorted;
+        LocalTensor<float> final = sorted;
+        if (t->grouped) {
+            final = ChooseGroups(sorted, rows);
+        }
         TopK(i, final, xf, norm, out, rows);
         xQueue.FreeTensor(x);
         outQueue.EnQue(out);
@@ -483,16 +486,20 @@ private:
         LocalTensor<float> final = finalBuf.Get<float>();
         LocalTensor<float> scratch = scratchBuf.Get<float>();
         for (uint32_t q = 0; q < rows; q++) {
-            // the kGroup best groups by selection (kGroup x groups compares; equal: the lower group)
+            float scores[MAX_GROUPS];
+            for (uint32_t g = 0; g < groups; g++) {
+                scores[g] = gs.GetValue(q * groups + g);
+            }
             bool taken[MAX_GROUPS] = {false};
-            for (uint32_t c = 0; c < (uint32_t)t->kGroup; c++) {
-                int32_t best = -1;
-                float bestScore = 0;
-                for (uint32_t g = 0; g < groups; g++) {
-                    float s = gs.GetValue(q * groups + g);
-                    if (!taken[g] && (best < 0 || s > bestScore)) { best = g; bestScore = s; }
+            // scalar: rank groups
+            {   // the kGroup best groups by selection (kGroup x groups compares; equal: the lower group)
+                for (uint32_t c = 0; c < (uint32_t)t->kGroup; c++) {
+                    int32_t best = -1;
+                    for (uint32_t g = 0; g < groups; g++) {
+                        if (!taken[g] && (best < 0 || scores[g] > scores[best])) best = g;
+                    }
+                    taken[best] = true;
                 }
-                taken[best] = true;
             }
             uint8_t chosen[MAX_GROUPS];
             uint32_t c = 0;
@@ -518,7 +525,8 @@ private:
         for (uint32_t c = 0; c < n; c++) { starts[c] = q * C + chosen[c] * Gp; lens[c] = Gp; }
         LocalTensor<float> cur = src;
         uint32_t side = 0;
-        while (true) {
+        bool more = true;
+        while (more) {
             uint32_t sets = (n + 3) / 4;
             bool last = sets == 1;
             LocalTensor<float> dst = last ? final : scratch[side * 2 * finalLen];
@@ -532,11 +540,13 @@ private:
                 lens[s] = (uint16_t)ln;
                 at += ln;
             }
-            if (last) return;
-            PipeBarrier<PIPE_V>();
-            n = sets;
-            cur = dst;
-            side = 1 - side;
+            more = !last;
+            if (more) {
+                PipeBarrier<PIPE_V>();
+                n = sets;
+                cur = dst;
+                side = 1 - side;
+            }
         }
     }
 
