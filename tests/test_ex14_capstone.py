@@ -41,11 +41,11 @@ def test_skeleton_runs_and_says_nothing_was_computed(solution_cell):
 
 
 @pytest.mark.parametrize("old,new,says", [
-    # the bias leaks into the weights: gather the keys instead of the un-biased scores
-    ("ctx.gather(w, norm, pos_off", "ctx.gather(w, key, pos_off", "weights"),
+    # sigmoid without the + 1: the scores are exp(x), the ranking changes
+    ("        ctx.adds(norm, norm, 1.0, r * E)\n", "", "indices"),
     # groups ranked by their best key only (group max), not the top-2 sum
     ("        ctx.add(gs, gs, gs[half], r * groups)\n", "", "indices"),
-    # renorm without eps-safe sum: scaling forgotten
+    # the routed scaling factor forgotten
     ("        ctx.muls(w, w, t.routedScalingFactor, r * Kp)\n", "", "weights"),
 ])
 def test_wrong_kernels_fail_naming_the_output(solution_cell, old, new, says):

@@ -33,7 +33,7 @@ def test_at_least_ten_exercises_one_per_notebook():
     assert len(EXERCISES) >= 10
     assert {i[:2] for i in IDS} >= {f"{n:02d}" for n in range(1, 8)}
     for eid, ex in EXERCISES.items():
-        assert re.fullmatch(r"(0[1-9]|08b)\.[a-z0-9_]+", eid) and ex.notebook == f"ex{eid.split('.')[0]}"
+        assert re.fullmatch(r"(0[1-9]|1[0-9]|08b)\.[a-z0-9_]+", eid) and ex.notebook == f"ex{eid.split('.')[0]}"
 
 
 @pytest.mark.parametrize("eid", IDS)

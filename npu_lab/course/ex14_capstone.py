@@ -27,7 +27,8 @@ from ..lang import (BinaryRepeatParams, BrcbRepeatParams, DataCopyExtParams, Dat
 from ..presets import get_preset
 from .kernel_check import KernelExercise, register_exercise, sentinel_array
 
-__all__ = ["capstone_router_solution", "CAPSTONE_TIMED", "TARGET_HEADROOM"]
+__all__ = ["capstone_router_solution", "CAPSTONE_TIMED", "TARGET_HEADROOM", "RouterBuffers", "rank_groups",
+           "router_copy_in", "router_copy_out", "router_setup", "router_topk"]
 
 #: the latency target is the library's grouped kernel at the timed shape times this factor: the
 #: exercise kernel (fixed 32-expert groups, no merges inside a group) has room to beat it
@@ -44,6 +45,102 @@ def _block_classes(block_dim, *args, **kwargs):
     return labels
 
 
+class RouterBuffers:
+    """What :func:`router_setup` gives the capstone kernel: its tiling fields, queues, the bias row
+    and the UB buffers (``get(name, dtype)``), the row split of this block."""
+
+
+def router_setup(ctx, x_gm, bias_gm, tiling_bytes) -> RouterBuffers:
+    """Given code of the capstone (the kernel's Init): unpack the tiling, InitBuffer every queue
+    and buffer (256-B units: Sort32's alignment), load the bias row (MTE2), write Sort32's positions
+    0..E-1 of every row and the Gather offset tables (SetValue), and order S before V."""
+    t = MoeGatingGroupedTiling.unpack(tiling_bytes)
+    o = RouterBuffers()
+    o.t, o.E, o.K, o.Kp, o.groups, o.kg, o.R = t, t.col, t.k, t.kAlign, t.groups, t.kGroup, t.ubFormer
+    E, K, Kp, groups, kg, R = o.E, o.K, o.Kp, o.groups, o.kg, o.R
+    b = ctx.get_block_idx()
+    last = b == t.blockNum - 1
+    o.loops = t.ubLoopOfTailBlock if last else t.ubLoopOfFormerBlock
+    o.rows = [R] * (o.loops - 1) + [t.ubTailOfTailBlock if last else t.ubTailOfFormerBlock]
+    o.row0 = t.blockFormer * b
+    o.half = -(-R * groups // 8) * 8                 # the second heads start on a 32-B block
+    up = lambda nbytes: -(-nbytes // 256) * 256
+    o.x_q, bias_q, o.out_q = TQue(TPosition.VECIN, 2), TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
+    ctx.pipe.init_buffer(o.x_q, 2, up(4 * R * E), name="x")
+    ctx.pipe.init_buffer(bias_q, 1, up(4 * E), name="bias")
+    ctx.pipe.init_buffer(o.out_q, 1, up(2 * 4 * R * Kp), name="out")     # weights [R, Kp], then indices
+    bufs = {}
+    for name, nbytes in (("pairs", 8 * R * E), ("final", 8 * R * kg * 32), ("norm", 4 * R * E), ("key", 4 * R * E),
+                         ("index", 4 * R * E), ("gscore", 4 * 2 * R * groups + 32), ("goffs", 4 * 2 * R * groups + 32),
+                         ("offs", 4 * 2 * R * Kp), ("rowbase", 4 * R * Kp), ("stat", 4 * R + 32),
+                         ("bcast", 32 * R + 32)):
+        bufs[name] = TBuf(TPosition.VECCALC)
+        ctx.pipe.init_buffer(bufs[name], up(nbytes), name=name)
+    o.get = lambda name, dt=np.float32: bufs[name].get(dt)
+    bias = bias_q.alloc_tensor(np.float32)
+    ctx.data_copy_pad(bias, bias_gm, DataCopyExtParams(1, E * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
+    bias_q.enque(bias)
+    o.bias = bias_q.deque(np.float32)
+    index = o.get("index", np.int32)
+    for i in range(R):
+        ctx.create_vec_index(index[i * E], 0, E)
+    offs, rowbase, goffs = o.get("offs", np.uint32), o.get("rowbase", np.int32), o.get("goffs", np.uint32)
+    for i in range(R):
+        for j in range(Kp):
+            offs.set_value(i * Kp + j, (i * kg * 32 + min(j, K - 1)) * 8 + 4)   # index lane of final pair j
+            rowbase.set_value(i * Kp + j, i * E * 4)
+        for g in range(groups):
+            goffs.set_value(i * groups + g, (i * E + g * 32) * 8)               # best key of group g
+            goffs.set_value(o.half + i * groups + g, (i * E + g * 32) * 8 + 8)  # its second best
+    ctx.duplicate(o.get("final"), 0.0, R * kg * 64)      # no stale positions before the first merge
+    ev = ctx.pipe.fetch_event_id("S_V")
+    ctx.set_flag("S_V", ev)
+    ctx.wait_flag("S_V", ev)
+    ctx.pipe_barrier("PIPE_V")
+    return o
+
+
+def router_copy_in(ctx, o: RouterBuffers, x_gm, i: int):
+    """Loop i's rows of logits into a VECIN slot (DataCopyPad, one burst)."""
+    x = o.x_q.alloc_tensor(np.float32)
+    ctx.data_copy_pad(x, x_gm[(o.row0 + i * o.R) * o.E], DataCopyExtParams(1, o.rows[i] * o.E * 4, 0, 0, 0),
+                      DataCopyPadExtParams(False, 0, 0, 0))
+    o.x_q.enque(x)
+
+
+def router_topk(ctx, o: RouterBuffers, out, r: int):
+    """The first K pairs of every final list: their positions (the indices, at out[R·Kp]) and the
+    un-biased scores there (at out[0], [r, Kp])."""
+    offs, rowbase = o.get("offs", np.uint32), o.get("rowbase", np.int32)
+    idx, pos_off = out[o.R * o.Kp].reinterpret_cast(np.int32), offs[o.R * o.Kp].reinterpret_cast(np.int32)
+    ctx.gather(idx, o.get("final").reinterpret_cast(np.int32), offs, 0, r * o.Kp)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.muls(pos_off, idx, 4, r * o.Kp)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.add(pos_off, pos_off, rowbase, r * o.Kp)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.gather(out, o.get("norm"), pos_off.reinterpret_cast(np.uint32), 0, r * o.Kp)
+    ctx.pipe_barrier("PIPE_V")
+
+
+def router_copy_out(ctx, o: RouterBuffers, idx_gm, w_gm, i: int):
+    """Loop i's indices and weights to GM (DataCopyPad, r blocks of K values)."""
+    out = o.out_q.deque(np.float32)
+    base, r = (o.row0 + i * o.R) * o.K, o.rows[i]
+    ctx.data_copy_pad(idx_gm[base], out[o.R * o.Kp].reinterpret_cast(np.int32), DataCopyExtParams(r, o.K * 4, 0, 0, 0))
+    ctx.data_copy_pad(w_gm[base], out, DataCopyExtParams(r, o.K * 4, 0, 0, 0))
+    o.out_q.free_tensor(out)
+
+
+def rank_groups(ctx, scores, kg: int):
+    """The scalar unit's group ranking (charged as scalar work, ``groups · kg`` compares): the
+    ``kg`` best of ``scores`` (a list of floats; equal: the lower group), returned in group order.
+    A timing-only run reads zeros and gets groups 0..kg-1 (the cost does not depend on the choice)."""
+    kept = ctx.scalar("rank groups", ops=len(scores) * kg, compute=lambda: sorted(
+        np.argsort(-np.asarray(scores, np.float32), kind="stable")[:kg].tolist()))
+    return list(range(kg)) if kept is None else kept
+
+
 # ---- kernel exercises ---------------------------------------------------------------------------
 @npu_kernel(block_classes=_block_classes)
 def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx_gm: GlobalTensor,
@@ -52,61 +149,15 @@ def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx
     float32, idx_gm [N*K] int32, w_gm [N*K] float32. Per loop of r rows: DataCopyPad in (MTE2),
     scores, keys, Sort32, group choice, MrgSort, Gather, weights (V; the group ranking on S),
     DataCopyPad out (MTE3)."""
-    t = MoeGatingGroupedTiling.unpack(tiling_bytes)
-    E, K, Kp, groups, kg, R = t.col, t.k, t.kAlign, t.groups, t.kGroup, t.ubFormer
-    b = ctx.get_block_idx()
-    last = b == t.blockNum - 1
-    loops = t.ubLoopOfTailBlock if last else t.ubLoopOfFormerBlock
-    tail = t.ubTailOfTailBlock if last else t.ubTailOfFormerBlock
-    row0 = t.blockFormer * b
-    x_q, bias_q, out_q = TQue(TPosition.VECIN, 2), TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
-    up = lambda nbytes: -(-nbytes // 256) * 256           # every buffer whole 256-B units: Sort32's alignment
-    ctx.pipe.init_buffer(x_q, 2, up(4 * R * E), name="x")
-    ctx.pipe.init_buffer(bias_q, 1, up(4 * E), name="bias")
-    ctx.pipe.init_buffer(out_q, 1, up(2 * 4 * R * Kp), name="out")     # weights [R, Kp], then indices
-    bufs = {}
-    for name, nbytes in (("pairs", 8 * R * E), ("final", 8 * R * kg * 32), ("norm", 4 * R * E), ("key", 4 * R * E),
-                         ("index", 4 * R * E), ("gscore", 4 * 2 * R * groups + 32), ("goffs", 4 * 2 * R * groups + 32),
-                         ("offs", 4 * 2 * R * Kp), ("rowbase", 4 * R * Kp), ("stat", 4 * R + 32),
-                         ("bcast", 32 * R + 32)):
-        bufs[name] = TBuf(TPosition.VECCALC)
-        ctx.pipe.init_buffer(bufs[name], up(nbytes), name=name)
-    get = lambda name, dt=np.float32: bufs[name].get(dt)
-    # once per block: the bias, the positions 0..E-1 of every row, the Gather offset tables
-    bias = bias_q.alloc_tensor(np.float32)
-    ctx.data_copy_pad(bias, bias_gm, DataCopyExtParams(1, E * 4, 0, 0, 0), DataCopyPadExtParams(False, 0, 0, 0))
-    bias_q.enque(bias)
-    bias = bias_q.deque(np.float32)
-    index = get("index", np.int32)
-    for i in range(R):
-        ctx.create_vec_index(index[i * E], 0, E)
-    offs, rowbase, goffs = get("offs", np.uint32), get("rowbase", np.int32), get("goffs", np.uint32)
-    half = -(-R * groups // 8) * 8                     # the second heads start on a 32-B block
-    for i in range(R):
-        for j in range(Kp):
-            offs.set_value(i * Kp + j, (i * kg * 32 + min(j, K - 1)) * 8 + 4)   # index lane of final pair j
-            rowbase.set_value(i * Kp + j, i * E * 4)
-        for g in range(groups):
-            goffs.set_value(i * groups + g, (i * E + g * 32) * 8)               # best key of group g
-            goffs.set_value(half + i * groups + g, (i * E + g * 32) * 8 + 8)    # its second best
-    ctx.duplicate(get("final"), 0.0, R * kg * 64)      # no stale positions before the first merge
-    ev = ctx.pipe.fetch_event_id("S_V")
-    ctx.set_flag("S_V", ev)
-    ctx.wait_flag("S_V", ev)
-    ctx.pipe_barrier("PIPE_V")
-
-    def copy_in(i, r):
-        x = x_q.alloc_tensor(np.float32)
-        ctx.data_copy_pad(x, x_gm[(row0 + i * R) * E], DataCopyExtParams(1, r * E * 4, 0, 0, 0),
-                          DataCopyPadExtParams(False, 0, 0, 0))
-        x_q.enque(x)
-
-    rows = [R] * (loops - 1) + [tail]
-    copy_in(0, rows[0])
-    for i in ctx.tile_loop(loops, key=lambda i: (rows[i], i + 1 < loops, i >= 2, i + 2 < loops)):
-        r = rows[i]
-        x = x_q.deque(np.float32)
-        norm, key, pairs, final = get("norm"), get("key"), get("pairs"), get("final")
+    o = router_setup(ctx, x_gm, bias_gm, tiling_bytes)      # buffers, the bias row, offset tables
+    t, E, K, Kp, groups, kg = o.t, o.E, o.K, o.Kp, o.groups, o.kg
+    norm, key, pairs, final, gs = (o.get(n) for n in ("norm", "key", "pairs", "final", "gscore"))
+    goffs = o.get("goffs", np.uint32)
+    stat, bcast, bias, half = o.get("stat"), o.get("bcast"), o.bias, o.half
+    router_copy_in(ctx, o, x_gm, 0)
+    for i in ctx.tile_loop(o.loops, key=lambda i: (o.rows[i], i + 1 < o.loops, i >= 2, i + 2 < o.loops)):
+        r = o.rows[i]
+        x = o.x_q.deque(np.float32)
         # YOUR CODE (14.router): the scores and the selection keys of r rows of E experts.
         #   norm = sigmoid(x) = 1 / (1 + exp(-x)): ctx.muls by -1.0, ctx.exp, ctx.adds 1.0,
         #   ctx.reciprocal, each over r * E elements (ctx.pipe_barrier("PIPE_V") between them);
@@ -125,18 +176,16 @@ def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx
             ctx.add(key[c], norm[c], bias[c], min(64, E - c), r, BinaryRepeatParams(1, 1, 1, E // 8, E // 8, 0))
         ### END SOLUTION
         ctx.pipe_barrier("PIPE_V")
-        x_q.free_tensor(x)
-        ctx.sort32(pairs, key, index.reinterpret_cast(np.uint32), r * E // 32)   # every group sorted
+        o.x_q.free_tensor(x)
+        ctx.sort32(pairs, key, o.get("index", np.uint32), r * E // 32)   # every group sorted, with positions
         ctx.pipe_barrier("PIPE_V")
-        gs = get("gscore")
-        # YOUR CODE (14.router): choose the groups. Gather every group's best key (byte offsets
-        #   goffs[0:], ctx.gather(gs, pairs, goffs, 0, r * groups)) and its second best (goffs[half:]
-        #   into gs[half]), add them (top-2 sum), then make the scalar unit wait for V
-        #   (a "V_S" flag). For each row q: read its group scores (gs.get_value), keep the kg best
-        #   (equal: the lower group), and MrgSort the kept groups' lists (32 pairs each, at
-        #   pairs[(q * E + g * 32) * 2]) **in group order** into final[q * kg * 32 * 2]
-        #   (MrgSort4Info((32,) * kg + (0,) * (4 - kg), False, valid bits, 1); one kept group: ctx.copy).
-        #   Charge the ranking as scalar work: ctx.scalar("rank groups", ops=groups * kg, compute=...).
+        # YOUR CODE (14.router): choose the groups. Gather every group's best key
+        #   (ctx.gather(gs, pairs, goffs, 0, r * groups)) and its second best (goffs[half:] into gs[half]),
+        #   add them (top-2 sum), then a "V_S" flag (the scalar unit reads what V wrote). For each row q:
+        #   read its group scores (gs.get_value), kept = rank_groups(ctx, scores, kg), and MrgSort the kept
+        #   groups' lists (32 pairs each, at pairs[(q * E + g * 32) * 2]) in that (group) order into
+        #   final[q * kg * 64]: MrgSort4Info((32,) * kg + (0,) * (4 - kg), False, (1 << kg) - 1, 1); one
+        #   kept group: ctx.copy(..., 64, 1, CopyRepeatParams(1, 1, 8, 8)). End with an "S_V" flag.
         ### BEGIN SOLUTION
         ctx.gather(gs, pairs, goffs, 0, r * groups)
         ctx.gather(gs[half], pairs, goffs[half], 0, r * groups)
@@ -147,10 +196,7 @@ def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx
         ctx.set_flag("V_S", ev)
         ctx.wait_flag("V_S", ev)
         for q in range(r):
-            scores = [gs.get_value(q * groups + g) for g in range(groups)]
-            kept = ctx.scalar("rank groups", ops=groups * kg, compute=lambda s=scores: sorted(
-                np.argsort(-np.asarray(s, np.float32), kind="stable")[:kg].tolist()))
-            kept = list(range(kg)) if kept is None else kept       # a timing-only run reads zeros
+            kept = rank_groups(ctx, [gs.get_value(q * groups + g) for g in range(groups)], kg)
             lists = [pairs[(q * E + g * 32) * 2] for g in kept]
             if kg == 1:
                 ctx.copy(final[q * kg * 64], lists[0], 64, 1, CopyRepeatParams(1, 1, 8, 8))
@@ -162,19 +208,9 @@ def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx
         ctx.wait_flag("S_V", ev)
         ### END SOLUTION
         ctx.pipe_barrier("PIPE_V")
-        # the first K pairs of every final list: positions, then the un-biased scores there
-        out = out_q.alloc_tensor(np.float32)
-        w, idx = out, out[R * Kp].reinterpret_cast(np.int32)
-        pos_off = offs[R * Kp].reinterpret_cast(np.int32)
-        ctx.gather(idx, final.reinterpret_cast(np.int32), offs, 0, r * Kp)
-        ctx.pipe_barrier("PIPE_V")
-        ctx.muls(pos_off, idx, 4, r * Kp)
-        ctx.pipe_barrier("PIPE_V")
-        ctx.add(pos_off, pos_off, rowbase, r * Kp)
-        ctx.pipe_barrier("PIPE_V")
-        ctx.gather(w, norm, pos_off.reinterpret_cast(np.uint32), 0, r * Kp)
-        ctx.pipe_barrier("PIPE_V")
-        stat, bcast = get("stat"), get("bcast")
+        out = o.out_q.alloc_tensor(np.float32)
+        router_topk(ctx, o, out, r)                     # indices, and the un-biased scores in out [r, Kp]
+        w = out
         # YOUR CODE (14.router): the weights in w [r, Kp] (row i's K values at w[i * Kp]):
         #   w = w / (sum of the row's first K + eps) * routed scaling. ctx.whole_reduce_sum(stat, w, K, r,
         #   1, 1, Kp // 8) sums each row, ctx.adds(stat, stat, t.eps, ...) adds eps, ctx.brcb(bcast, stat,
@@ -193,22 +229,17 @@ def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx
         ctx.muls(w, w, t.routedScalingFactor, r * Kp)
         ### END SOLUTION
         ctx.pipe_barrier("PIPE_V")
-        out_q.enque(out)
-        if i + 1 < loops:
-            copy_in(i + 1, rows[i + 1])
-        out = out_q.deque(np.float32)
-        base = (row0 + i * R) * K
-        ctx.data_copy_pad(idx_gm[base], out[R * Kp].reinterpret_cast(np.int32), DataCopyExtParams(r, K * 4, 0, 0, 0))
-        ctx.data_copy_pad(w_gm[base], out, DataCopyExtParams(r, K * 4, 0, 0, 0))
-        out_q.free_tensor(out)
+        o.out_q.enque(out)
+        if i + 1 < o.loops:
+            router_copy_in(ctx, o, x_gm, i + 1)
+        router_copy_out(ctx, o, idx_gm, w_gm, i)
 
 
 _IMPORTS = ("import numpy as np\nfrom npu_lab import npu_kernel\n"
-            "from npu_lab.lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, DataCopyExtParams,\n"
-            "                          DataCopyPadExtParams, GlobalTensor, MrgSort4Info, MrgSortSrcList, TBuf,\n"
-            "                          TPosition, TQue)\n"
-            "from npu_lab.kernels.moe_gating.grouped import MoeGatingGroupedTiling\n"
-            "from npu_lab.course.ex14_capstone import _block_classes")
+            "from npu_lab.lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, GlobalTensor,\n"
+            "                          MrgSort4Info, MrgSortSrcList)\n"
+            "from npu_lab.course.ex14_capstone import (_block_classes, rank_groups, router_copy_in, router_copy_out,\n"
+            "                                         router_setup, router_topk)")
 
 from ..lang import CopyRepeatParams  # noqa: E402  (the solution's one-group copy)
 

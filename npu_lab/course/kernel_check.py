@@ -571,7 +571,8 @@ def exercises_markdown() -> str:
     parts = [_DOC_HEAD, "| id | notebook | goes after | kind |\n|---|---|---|---|\n"]
     nb = {name.split("_")[0]: name for name in
           ["01_hardware_model", "02_discrete_pipeline", "03_dynamic_tiling", "04_fused_kernel",
-           "05_double_buffering", "06_vectorization", "07_tuning", "08b_stretch", "09_cube_and_3d_grid"]}
+           "05_double_buffering", "06_vectorization", "07_tuning", "08b_stretch", "09_cube_and_3d_grid",
+           "14_production_routing"]}
     exercises = kernel_exercises()
     for eid, ex in exercises.items():
         kind = "host function" if ex.kind == "host" else ("kernel, speed target" if ex.speed else "kernel")
