@@ -99,11 +99,15 @@ def choose_moe_template(B: int, S: int, E: int, K: int, hw="ascend-910b2", *, dt
 def moe_gating_topk_auto(gate_logits, k: int, *, hw="ascend-910b2"):
     """Run the template :func:`choose_moe_template` picks for this shape; returns
     ``(MoeGatingResult, TemplateChoice)``. Indices equal the reference's for every 1 <= K <= E <= 2048."""
+    from .reference import as_logits_array
     from .run import moe_gating_topk
 
-    x = np.asarray(gate_logits)
+    x = as_logits_array(gate_logits)
     if x.ndim not in (2, 3):
         raise ValueError(f"gate_logits must have rank 2 [N, E] or 3 [B, S, E]; got shape {x.shape}")
+    if x.dtype not in (np.float32, np.float16) or 0 in x.shape:
+        raise TypeError(f"gate_logits must be float32 or float16 with no empty dimension; got {x.dtype} {x.shape}. "
+                        "Cast with .astype(np.float32)")
     B, S = (1, x.shape[0]) if x.ndim == 2 else x.shape[:2]
     choice = choose_moe_template(int(B), int(S), int(x.shape[-1]), k, hw, dtype=x.dtype if x.dtype == np.float16 else np.float32)
     return moe_gating_topk(x, k, version=choice.version, hw=hw), choice
@@ -117,6 +121,15 @@ def template_sweep(E_values=(8, 16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048
     from .run import simulate_moe_gating
 
     hw = get_preset(hw)
+    for name, v in (("K", K), ("N", N)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"template_sweep: {name} must be a whole number >= 1, got {v!r}")
+    try:
+        E_values = [int(e) if isinstance(e, (int, np.integer)) and not isinstance(e, bool) else None for e in E_values]
+    except TypeError:
+        raise TypeError(f"template_sweep: E_values must be a list of expert counts, got {type(E_values).__name__}") from None
+    if not E_values or None in E_values or min(E_values) < 1 or max(E_values) < K:
+        raise ValueError(f"template_sweep: E_values must be whole numbers >= 1, at least one >= K = {K}; got {E_values}")
     rows = []
     for E in E_values:
         if K > E:
