@@ -48,4 +48,4 @@ def test_sweep_shows_where_each_template_takes_over():
     assert (perf["latency_v4_us"] <= perf["latency_grouped_us"]).all()     # the priority order pays
     assert df["latency_us"].is_monotonic_increasing
     fig = template_sweep_figure(df)
-    assert len(fig.data) == 3
+    assert len(fig.data) == 4

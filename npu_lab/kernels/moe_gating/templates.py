@@ -11,15 +11,16 @@ Perf            1000      E <= 1024 and E % 8 == 0 and K <= 8, or E < 8         
                           (``..._tiling_perf.cpp``)
 EKFullLoad      10000     E <= 8160 and a row with its K outputs fits the UB           ``grouped``
                           (``..._tiling_ek_fullload.cpp``)
-KFullLoad       20000     renorm == 0; E split into UB-sized chunks, running top-K     not built
+KFullLoad       20000     renorm == 0; E split into UB-sized chunks, running top-K     ``large_e``
                           (``..._tiling_k_fullload.cpp``)
 ==============  ========  ===========================================================  ==============
 
 :func:`choose_moe_template` applies the same rule with npu_lab's kernels: **Perf** is v4 (its
 own limits: K <= 8, E <= 1024; it does not need CANN's E % 8 == 0), **EKFullLoad** is the grouped
 kernel run with the default options (every K <= E, a padded row of at most 2048 columns in UB).
-On the 910B2 EKFullLoad holds every 1 <= K <= E <= 2048, so the chunked KFullLoad template is
-never needed in that range; it is listed (not capable: not built) so the choice says so.
+**KFullLoad** is :mod:`.large_e` (E in chunks, a running top-K; renorm = 1 semantics, where CANN's
+serves renorm = 0). On the 910B2 EKFullLoad holds every 1 <= K <= E <= 2048, so KFullLoad is chosen
+only on a chip whose UB does not hold a row (tests use a 64 KB UB).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ __all__ = ["TEMPLATES", "TemplateChoice", "choose_moe_template", "moe_gating_top
            "template_sweep_figure"]
 
 #: (name, CANN priority, npu_lab version) in the order the tiling framework tries them
-TEMPLATES = (("Perf", 1000, "v4"), ("EKFullLoad", 10000, "grouped"), ("KFullLoad", 20000, None))
+TEMPLATES = (("Perf", 1000, "v4"), ("EKFullLoad", 10000, "grouped"), ("KFullLoad", 20000, "large_e"))
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,17 @@ def _ek_full_load(B, S, E, K, hw, dtype):
                   f"({t.ubFormer} rows per loop); every pair kept through the merges, so any K <= E is exact")
 
 
+def _k_full_load(B, S, E, K, hw, dtype):
+    from .large_e import calculate_large_e_tiling
+
+    try:
+        t = calculate_large_e_tiling(B * S, E, K, hw, dtype=dtype)
+    except ValueError as exc:
+        return False, str(exc)
+    return True, (f"the row does not fit whole: E = {E} in {t.chunks} chunks of {t.chunk} columns, a running "
+                  f"top-{t.kRun} list merged with each chunk (large_e.py)")
+
+
 def choose_moe_template(B: int, S: int, E: int, K: int, hw="ascend-910b2", *, dtype=np.float32) -> TemplateChoice:
     """The first capable template in CANN's priority order, with the reason for every one."""
     hw = get_preset(hw)
@@ -88,7 +100,7 @@ def choose_moe_template(B: int, S: int, E: int, K: int, hw="ascend-910b2", *, dt
         elif version == "grouped":
             ok, why = _ek_full_load(B, S, E, K, hw, dtype)
         else:
-            ok, why = False, "not built in npu_lab (E is split into chunks with a running top-K and an online softmax)"
+            ok, why = _k_full_load(B, S, E, K, hw, dtype)
         tried.append((name, ok, why))
         if ok:
             return TemplateChoice(name, version, why, tuple(tried))
@@ -109,15 +121,22 @@ def moe_gating_topk_auto(gate_logits, k: int, *, hw="ascend-910b2"):
         raise TypeError(f"gate_logits must be float32 or float16 with no empty dimension; got {x.dtype} {x.shape}. "
                         "Cast with .astype(np.float32)")
     B, S = (1, x.shape[0]) if x.ndim == 2 else x.shape[:2]
-    choice = choose_moe_template(int(B), int(S), int(x.shape[-1]), k, hw, dtype=x.dtype if x.dtype == np.float16 else np.float32)
+    choice = choose_moe_template(int(B), int(S), int(x.shape[-1]), k, hw, dtype=x.dtype)
+    if choice.version == "large_e":
+        from .large_e import run_large_e
+        from .run import MoeGatingResult
+        idx, w, tl, t = run_large_e(x, k, hw=hw)
+        return MoeGatingResult(idx, w, tl, t, "large_e", t.blockNum), choice
     return moe_gating_topk(x, k, version=choice.version, hw=hw), choice
 
 
 def template_sweep(E_values=(8, 16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048), K: int = 8, *, N: int = 4096,
-                   hw="ascend-910b2", dtype=np.float32) -> pd.DataFrame:
+                   hw="ascend-910b2", dtype=np.float32, chunk: int | None = None) -> pd.DataFrame:
     """Timing-only runs over E: per E the chosen template and the latency of every template that
     can run (``latency_<version>_us``; NaN where it cannot). Columns: E, K, N, template, version,
-    latency_us (the chosen one's), latency_v4_us, latency_grouped_us, ub_rows_v4, ub_rows_grouped."""
+    latency_us (the chosen one's), latency_v4_us, latency_grouped_us, latency_large_e_us (the
+    chunked kernel: when it is chosen, or with ``chunk`` columns per chunk where E > chunk — its
+    cost next to the whole-row templates), chunks, ub_rows_v4, ub_rows_grouped."""
     from .run import simulate_moe_gating
 
     hw = get_preset(hw)
@@ -138,7 +157,7 @@ def template_sweep(E_values=(8, 16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048
         row = {"E": E, "K": K, "N": N, "template": choice.template, "version": choice.version}
         for name, ok, _ in choice.tried:
             version = dict((n, v) for n, _, v in TEMPLATES)[name]
-            if version is None:
+            if version == "large_e":                # timed below, with its chunking
                 continue
             if ok or name != choice.template and _capable(name, N, E, K, hw, dtype):
                 res = simulate_moe_gating(1, N, E, K, version=version, hw=hw, dtype=dtype)
@@ -148,10 +167,18 @@ def template_sweep(E_values=(8, 16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048
             res = simulate_moe_gating(1, N, E, K, version="grouped", hw=hw, dtype=dtype)
             row["latency_grouped_us"] = round(res.timeline.total_us, 3)
             row["ub_rows_grouped"] = res.tiling.ubFormer
+        if choice.version == "large_e":
+            from .large_e import simulate_large_e
+            tl, t = simulate_large_e(N, E, K, hw=hw, dtype=dtype)
+            row["latency_large_e_us"], row["chunks"] = round(tl.total_us, 3), t.chunks
+        elif chunk is not None and E > chunk:
+            from .large_e import simulate_large_e
+            tl, t = simulate_large_e(N, E, K, hw=hw, dtype=dtype, chunk=chunk)
+            row["latency_large_e_us"], row["chunks"] = round(tl.total_us, 3), t.chunks
         row["latency_us"] = row[f"latency_{choice.version}_us"]
         rows.append(row)
     cols = ["E", "K", "N", "template", "version", "latency_us", "latency_v4_us", "latency_grouped_us",
-            "ub_rows_v4", "ub_rows_grouped"]
+            "latency_large_e_us", "chunks", "ub_rows_v4", "ub_rows_grouped"]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
@@ -163,11 +190,12 @@ def template_sweep_figure(df: pd.DataFrame):
     """Latency over E of each template (lines), the chosen one marked: a plotly Figure."""
     import plotly.graph_objects as go
 
-    need = {"E", "template", "latency_us", "latency_v4_us", "latency_grouped_us"}
+    need = {"E", "template", "latency_us", "latency_v4_us", "latency_grouped_us", "latency_large_e_us"}
     if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
         raise ValueError(f"template_sweep_figure takes the DataFrame of template_sweep (columns {sorted(need)})")
     fig = go.Figure()
-    for col, label in (("latency_v4_us", "Perf (v4)"), ("latency_grouped_us", "EKFullLoad (grouped)")):
+    for col, label in (("latency_v4_us", "Perf (v4)"), ("latency_grouped_us", "EKFullLoad (grouped)"),
+                       ("latency_large_e_us", "KFullLoad (large_e, chunked)")):
         fig.add_trace(go.Scatter(x=df["E"], y=df[col], mode="lines+markers", name=label))
     fig.add_trace(go.Scatter(x=df["E"], y=df["latency_us"], mode="markers", name="chosen",
                              marker=dict(size=12, symbol="circle-open", color="black"),
