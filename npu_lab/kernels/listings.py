@@ -176,6 +176,13 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                  dict(B=1, S=3, E=200, K=70, cores=1, score="softmax", bias=True),          # K > 64: per-row ReduceMax
                  dict(B=1, S=4, E=128, K=4, cores=1, score="sigmoid", num_groups=4, topk_groups=1)),  # one kept group: Copy
                 kernels=("moe_gating_grouped_kernel",)),
+    # the chunked-E kernel (moe_gating/large_e.py): masked and whole-block pads, two-run and five-run
+    # chunks (a copied leftover run), K > 64 (per-row ReduceMax), float16, several loops of one chunk
+    ListingSpec("large_e", "moe_gating/large_e.cpp", "large_e",
+                (dict(N=5, E=270, K=3, chunk=128, cores=1), dict(N=4, E=300, K=70, chunk=160, cores=1),
+                 dict(N=3, E=100, K=2, chunk=64, cores=1, dtype="float16"), dict(N=300, E=64, K=8, cores=1),
+                 dict(N=3, E=256, K=5, chunk=64, cores=1)),
+                kernels=("moe_gating_large_e_kernel",)),
     # the cube's GEMM (gemm/): tails in M, N, K; two K panels; several N tiles (a loop of < 4, so
     # the timing-only trace has every iteration); v4 with a K-split (SetAtomicAdd)
     ListingSpec("gemm_v1", "gemm/gemm_naive.cpp", "gemm_v1",
@@ -919,6 +926,10 @@ def _run(spec: ListingSpec, case: dict):
         elif spec.version.startswith("decode_") or spec.version == "flash_decode":
             from .decode.listing_cases import run_case
             timeline = run_case(spec.version, hw, **case)
+        elif spec.version == "large_e":
+            from .moe_gating.large_e import simulate_large_e
+            timeline, _ = simulate_large_e(case.pop("N"), case.pop("E"), case.pop("K"), hw=hw,
+                                           dtype=np.dtype(case.pop("dtype", "float32")), **case)
         else:
             from .moe_gating.run import ROUTING_VERSION, VERSIONS, simulate_moe_gating
             if spec.version not in VERSIONS and spec.version != ROUTING_VERSION:
