@@ -93,7 +93,8 @@ public:
         if (t->grouped) {
             uint32_t half = Align(r * t->groups, 8);
             pipe->InitBuffer(finalBuf, Align(8 * r * finalLen, 256));
-            pipe->InitBuffer(scratchBuf, Align(2 * 8 * finalLen, 256));
+            pipe->InitBuffer(scratchA, Align(8 * finalLen, 256));   // MrgSort's src and dst: separate buffers
+            pipe->InitBuffer(scratchB, Align(8 * finalLen, 256));
             pipe->InitBuffer(gscoreBuf, Align(2 * 4 * half, 256));
             pipe->InitBuffer(goffsBuf, Align(2 * 4 * half, 256));
         }
@@ -484,7 +485,6 @@ private:
         SetFlag<HardEvent::V_S>(eventVToS);
         WaitFlag<HardEvent::V_S>(eventVToS);
         LocalTensor<float> final = finalBuf.Get<float>();
-        LocalTensor<float> scratch = scratchBuf.Get<float>();
         for (uint32_t q = 0; q < rows; q++) {
             float scores[MAX_GROUPS];
             for (uint32_t g = 0; g < groups; g++) {
@@ -507,7 +507,7 @@ private:
                 if (taken[g]) chosen[c++] = (uint8_t)g;                   // in group order
             }
             if (q > 0 && t->kGroup > 4) PipeBarrier<PIPE_V>();            // the scratch rows are reused
-            MergeChosen(final, scratch, sorted, q, chosen);
+            MergeChosen(final, sorted, q, chosen);
         }
         TEventID eventSToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);   // next loop's Gather writes gscore
         SetFlag<HardEvent::S_V>(eventSToV);
@@ -516,8 +516,8 @@ private:
         return final;
     }
 
-    __aicore__ inline void MergeChosen(const LocalTensor<float>& final, const LocalTensor<float>& scratch,
-                                       const LocalTensor<float>& src, uint32_t q, const uint8_t* chosen)
+    __aicore__ inline void MergeChosen(const LocalTensor<float>& final, const LocalTensor<float>& src, uint32_t q,
+                                       const uint8_t* chosen)
     {
         uint32_t n = t->kGroup;
         uint32_t starts[MAX_GROUPS];
@@ -529,7 +529,7 @@ private:
         while (more) {
             uint32_t sets = (n + 3) / 4;
             bool last = sets == 1;
-            LocalTensor<float> dst = last ? final : scratch[side * 2 * finalLen];
+            LocalTensor<float> dst = last ? final : (side == 0 ? scratchA.Get<float>() : scratchB.Get<float>());
             uint32_t at = last ? q * finalLen : 0;
             for (uint32_t s = 0; s < sets; s++) {
                 uint32_t m = (n - 4 * s < 4) ? n - 4 * s : 4;
@@ -661,7 +661,7 @@ private:
     TQue<TPosition::VECIN, 2> xQueue, flagQueue;
     TQue<TPosition::VECIN, 1> biasQueue;
     TQue<TPosition::VECOUT, 1> outQueue;
-    TBuf<TPosition::VECCALC> pairsA, pairsB, xfBuf, normBuf, keyBuf, indexBuf, finalBuf, scratchBuf, gscoreBuf,
+    TBuf<TPosition::VECCALC> pairsA, pairsB, xfBuf, normBuf, keyBuf, indexBuf, finalBuf, scratchA, scratchB, gscoreBuf,
         goffsBuf, tableBuf, selBuf, posBuf, offsBuf, rowBaseBuf, denseBuf, doffsBuf, riBaseBuf, statBuf, bcastBuf,
         tmpBuf;
     GlobalTensor<T> xGM;

@@ -220,7 +220,8 @@ def grouped_ub_layout(rows: int, t_or_shape, dtype=np.float32) -> list[tuple[str
     if t["grouped"]:
         fl = t["kGroup"] * Gp
         half = _round_up(r * groups, 8)
-        lay += [("final", 1, 8 * r * fl), ("scratch", 1, 2 * 8 * fl), ("gscore", 1, 2 * 4 * half),
+        # two merge scratch rows in buffers of their own (MrgSort's src and dst must not overlap)
+        lay += [("final", 1, 8 * r * fl), ("scratch_a", 1, 8 * fl), ("scratch_b", 1, 8 * fl), ("gscore", 1, 2 * 4 * half),
                 ("goffs", 1, 2 * 4 * half)]
     if Gp != t["groupSize"]:
         lay.append(("table", 1, 4 * C))
@@ -643,7 +644,7 @@ class _Grouped:
         ev = ctx.pipe.fetch_event_id("V_S")
         ctx.set_flag("V_S", ev)
         ctx.wait_flag("V_S", ev)
-        final, scratch = self._buf("final"), self._buf("scratch")
+        final, scratch = self._buf("final"), (self._buf("scratch_a"), self._buf("scratch_b"))
         fl = t.kGroup * Gp
         for q in range(r):
             scores = [gs.get_value(q * groups + g) for g in range(groups)]
@@ -665,7 +666,7 @@ class _Grouped:
         """Merge the chosen groups' lists of row q (ascending group order) into final[q]."""
         C, Gp = self.C, self.Gp
         runs = [(q * C + g * Gp, Gp) for g in chosen]
-        bufs = [scratch, scratch[2 * fl]]
+        bufs = list(scratch)
         cur, side = src, 0
         while True:
             sets = [runs[s:s + 4] for s in range(0, len(runs), 4)]
