@@ -5,7 +5,8 @@
 timing-only run (what sliders and sweeps call).
 
 Versions, in teaching order: ``discrete`` → ``v1`` → ``v2`` (``v2_bad_sync``, the pitfall) →
-``v2c`` → ``v3`` → ``v3_fast_exp`` → ``v4``.
+``v2c`` → ``v3`` → ``v3_fast_exp`` → ``v4``. Beside the ladder, ``"grouped"`` (:mod:`.grouped`): the
+full routing semantics, which ``moe_gating_topk`` runs when a routing option is not at its default.
 """
 
 from __future__ import annotations
