@@ -366,15 +366,16 @@ def test_cann_size_limits_name_the_rule():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_kernel_entry_refuses_options_it_cannot_compute():
+def test_kernel_entry_runs_options_on_the_grouped_kernel_and_refuses_them_on_the_ladder():
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(F32)
-    with pytest.raises(NotImplementedError, match=r"score='sigmoid'.*fused kernel for the full gating semantics"
-                                                  r" .*pending"):
-        moe_gating_topk(x, 2, score="sigmoid")
-    with pytest.raises(NotImplementedError, match=r"bias=<array float32 \(8,\)>"):
-        moe_gating_topk(x, 2, bias=np.zeros(8, F32))
-    with pytest.raises(NotImplementedError, match=r"finished="):
-        moe_gating_topk(x, 2, finished=np.zeros(4, bool))
+    for kwargs in (dict(score="sigmoid"), dict(bias=np.zeros(8, F32)), dict(finished=np.zeros(4, bool))):
+        res = moe_gating_topk(x, 2, **kwargs)
+        idx, w = moe_gating_topk_reference(x, 2, **kwargs)
+        assert res.version == "grouped"
+        np.testing.assert_array_equal(res.indices, idx)
+        np.testing.assert_array_equal(res.weights, w)
+    with pytest.raises(ValueError, match=r"version 'v3' computes the article's semantics only.*score"):
+        moe_gating_topk(x, 2, version="v3", score="sigmoid")
     with pytest.raises(TypeError, match=r"unknown routing option\(s\) temperature"):
         moe_gating_topk(x, 2, temperature=2.0)
     res = moe_gating_topk(x, 2, version="v3", score="softmax", renorm=True, eps=1e-20, num_groups=1)

@@ -593,8 +593,8 @@ def exercises_markdown() -> str:
     """The placement document (docs/kernel_exercises.md): every exercise, where it goes, its
     skeleton and check cells, and what it teaches."""
     parts = [_DOC_HEAD, "| id | notebook | goes after | kind |\n|---|---|---|---|\n"]
-    nb = _notebook_names()
     exercises = kernel_exercises()
+    nb = _notebook_names()
     for eid, ex in exercises.items():
         kind = "host function" if ex.kind == "host" else ("kernel, speed target" if ex.speed else "kernel")
         parts.append(f"| `{eid}` | {nb[eid.split('.')[0]]} | {ex.place_after} | {kind} |\n")

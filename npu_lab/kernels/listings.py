@@ -162,6 +162,27 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 # several UB loops per core (the prefetch); E = 128: four Sort32 lists, one MrgSort
                 + _moe_cases((1, 300, 64, 2, None), (1, 3, 128, 8, None)),
                 kernels=("moe_gating_v4_kernel",)),
+    # the full routing semantics (moe_gating/grouped.py): DeepSeek-like (groups, top2_sum, bias, extras,
+    # finished), > 4 kept groups (two merge rounds), padded groups with a softmax (the packed sum), a
+    # plain softmax top-K without renorm, float16, several loops per core
+    ListingSpec("grouped", "moe_gating/grouped.cpp", "grouped",
+                (dict(B=1, S=20, E=256, K=8, cores=1, score="sigmoid", bias=True, num_groups=8, topk_groups=4,
+                      group_select="top2_sum", routed_scaling_factor=2.5, finished=True, extras=True),
+                 dict(B=1, S=6, E=96, K=20, cores=1, score="sigmoid", num_groups=12, topk_groups=6),
+                 dict(B=1, S=5, E=100, K=3, cores=1, score="softmax", num_groups=4, topk_groups=2, renorm=True),
+                 dict(B=1, S=5, E=40, K=3, cores=1, renorm=False, dtype="float16"),
+                 dict(B=1, S=400, E=2048, K=70, cores=1, score="sigmoid"),
+                 dict(B=1, S=7, E=64, K=2, cores=1),
+                 dict(B=1, S=3, E=200, K=70, cores=1, score="softmax", bias=True),          # K > 64: per-row ReduceMax
+                 dict(B=1, S=4, E=128, K=4, cores=1, score="sigmoid", num_groups=4, topk_groups=1)),  # one kept group: Copy
+                kernels=("moe_gating_grouped_kernel",)),
+    # the chunked-E kernel (moe_gating/large_e.py): masked and whole-block pads, two-run and five-run
+    # chunks (a copied leftover run), K > 64 (per-row ReduceMax), float16, several loops of one chunk
+    ListingSpec("large_e", "moe_gating/large_e.cpp", "large_e",
+                (dict(N=5, E=270, K=3, chunk=128, cores=1), dict(N=4, E=300, K=70, chunk=160, cores=1),
+                 dict(N=3, E=100, K=2, chunk=64, cores=1, dtype="float16"), dict(N=300, E=64, K=8, cores=1),
+                 dict(N=3, E=256, K=5, chunk=64, cores=1)),
+                kernels=("moe_gating_large_e_kernel",)),
     # the cube's GEMM (gemm/): tails in M, N, K; two K panels; several N tiles (a loop of < 4, so
     # the timing-only trace has every iteration); v4 with a K-split (SetAtomicAdd)
     ListingSpec("gemm_v1", "gemm/gemm_naive.cpp", "gemm_v1",
@@ -916,9 +937,13 @@ def _run(spec: ListingSpec, case: dict):
         elif spec.version == "sparse_kv":
             from .sparse_kv.listing_cases import run_case
             timeline = run_case(hw, **case)
+        elif spec.version == "large_e":
+            from .moe_gating.large_e import simulate_large_e
+            timeline, _ = simulate_large_e(case.pop("N"), case.pop("E"), case.pop("K"), hw=hw,
+                                           dtype=np.dtype(case.pop("dtype", "float32")), **case)
         else:
-            from .moe_gating.run import VERSIONS, simulate_moe_gating
-            if spec.version not in VERSIONS:
+            from .moe_gating.run import ROUTING_VERSION, VERSIONS, simulate_moe_gating
+            if spec.version not in VERSIONS and spec.version != ROUTING_VERSION:
                 raise ListingMissing(f"moe_gating_topk has no version {spec.version!r} yet")
             dtype = np.dtype(case.pop("dtype", "float32"))
             timeline = simulate_moe_gating(case.pop("B"), case.pop("S"), case.pop("E"), case.pop("K"),

@@ -11,6 +11,9 @@ In teaching order:
 * :mod:`.fused` -- v1 (the article's kernel), v2 (double-buffered, and its sync pitfall), v2c (coalesced DMA);
 * :mod:`.vectorized` -- v3 (vector top-K and softmax) and the polynomial exp;
 * :mod:`.sorted_topk` -- v4, built like CANN's perf template (Sort32 + MrgSort + GatherMask);
+* :mod:`.grouped` -- the full routing semantics (sigmoid, bias, grouped top-k, renorm, scaling, finished
+  rows, extra outputs), built like CANN's MoeGatingTopK; :mod:`.grouped_host` its host side;
+* :mod:`.templates` -- the template choice by shape (Perf / EKFullLoad / KFullLoad, CANN's priority order);
 * :mod:`.run` -- the host API: ``moe_gating_topk`` (numbers + time), ``simulate_moe_gating`` (time);
 * :mod:`.sweep` -- tileS sweeps, the autotuner, the shape-bucket tables;
 * :mod:`.buckets` -- the committed bucket tables: every fused version's default tileS;
@@ -36,6 +39,7 @@ from .run import VERSIONS, MoeGatingResult, default_tile_s, unsupported_reason, 
 from .sweep import ARTICLE_TILE_S, TuneResult, autotune, bucket_table, lookup_tile_s, sweep
 from .sorted_topk import MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_ub_bytes
 from .vectorized import fast_exp_max_rel_error, fast_exp_numpy
+from .templates import TemplateChoice, choose_moe_template, moe_gating_topk_auto, template_sweep, template_sweep_figure
 from .article import (FitResult, exp_speedup, fit_article_preset, fit_hardware,
                       reproduce_article_claims)
 
@@ -49,4 +53,5 @@ __all__ = [
     "fit_article_preset", "fit_hardware", "reproduce_article_claims", "MoeGatingV4Tiling",
     "calculate_moe_gating_v4_tiling", "moe_gating_v4_ub_bytes", "GATING_OPTION_DEFAULTS", "GROUP_SELECT_MODES",
     "SCORE_FUNCTIONS", "GatingOutputs", "DROP_POLICIES", "MoeDispatch", "moe_combine", "moe_dispatch",
+    "TemplateChoice", "choose_moe_template", "moe_gating_topk_auto", "template_sweep", "template_sweep_figure",
 ]

@@ -5,7 +5,8 @@
 timing-only run (what sliders and sweeps call).
 
 Versions, in teaching order: ``discrete`` → ``v1`` → ``v2`` (``v2_bad_sync``, the pitfall) →
-``v2c`` → ``v3`` → ``v3_fast_exp`` → ``v4``.
+``v2c`` → ``v3`` → ``v3_fast_exp`` → ``v4``. Beside the ladder, ``"grouped"`` (:mod:`.grouped`): the
+full routing semantics, which ``moe_gating_topk`` runs when a routing option is not at its default.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ...presets import get_preset
 from ...sim.timeline import Timeline
 from .discrete import generic_row_tiling, run_discrete_chain
 from .fused import moe_gating_v1_kernel, moe_gating_v2_bad_sync_kernel, moe_gating_v2_kernel, moe_gating_v2c_kernel
-from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array, refuse_kernel_options
+from .reference import GATING_OPTION_DEFAULTS, KERNEL_NONFINITE_HINT, _check_k, _is_default, _raise_on_nonfinite, as_logits_array
 from .sorted_topk import (MoeGatingV4Tiling, calculate_moe_gating_v4_tiling, moe_gating_v4_kernel,
                           moe_gating_v4_ub_bytes, v4_block_dim)
 from .buckets import nearest_bucket_tile_s
@@ -38,6 +39,11 @@ VERSIONS = {
     "v3_fast_exp": "v3 with a polynomial exp made of simple vector instructions",
     "v4": "built like CANN's perf template: rows per core and per loop, Sort32 + MrgSort + GatherMask",
 }
+#: the fused kernel for the full routing semantics (:mod:`.grouped`): what ``moe_gating_topk`` runs
+#: when a routing option is not at its default. Not in VERSIONS (the article's ladder).
+ROUTING_VERSION = "grouped"
+ROUTING_VERSION_WHAT = ("fused, every routing option: sigmoid/softmax, selection-only bias, grouped top-k, "
+                        "renorm, scaling, finished rows, extra outputs (CANN MoeGatingTopK's structure)")
 #: versions that pick their own row tiling: tileS does not apply
 ROW_TILED = ("discrete", "v4")
 _KERNELS = {"v1": moe_gating_v1_kernel, "v2": moe_gating_v2_kernel,
@@ -60,6 +66,9 @@ def unsupported_reason(version: str, hw) -> str | None:
     limits (an unaligned tail store) are found when the kernel runs."""
     from ...capabilities import check_supported
 
+    if isinstance(version, str) and version == ROUTING_VERSION:
+        from .grouped import grouped_unsupported_reason
+        return grouped_unsupported_reason(_hw(hw))
     _check_version(version)
     hw = _hw(hw)
     for instruction in ALWAYS_NEEDS.get(version, ()):
@@ -79,6 +88,8 @@ class MoeGatingResult:
     tiling: MoeGatingTiling | None
     version: str
     block_dim: int
+    #: the GatingOutputs of a run with extras=True (grouped kernel), else None
+    extras: object = None
 
     @property
     def latency_us(self) -> float:
@@ -200,7 +211,7 @@ def _launch(version, hw, gate_gm, idx_gm, wgt_gm, B, S, E, K, tile_s, timing_onl
     return timeline, tiling, block_dim
 
 
-def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b2",
+def moe_gating_topk(gate_logits, k: int, *, version: str | None = None, hw="ascend-910b2",
                     tile_s: int | None = None, **options) -> MoeGatingResult:
     """Run MoeGatingTopK ``version`` on the simulated chip.
 
@@ -208,10 +219,32 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
     weights float32 shaped [..., K] like the reference, plus the timeline.
 
     ``options``: the routing options of :func:`moe_gating_topk_reference` (score, bias, groups,
-    renorm, scaling, eps, finished, extras). Every version computes the defaults only: any other
-    value raises ``NotImplementedError`` naming it (the fused kernel for the full semantics is
-    pending), so no option is ever silently ignored."""
-    refuse_kernel_options(options)
+    renorm, scaling, eps, finished, extras), same names, same checks. ``version=None`` (default)
+    runs ``v3`` when every option is at its default and the ``"grouped"`` kernel
+    (:mod:`.grouped`, the full semantics) otherwise; ``version="grouped"`` runs it always. The
+    versions of the article's ladder (v1 .. v4, discrete) compute the defaults only: naming one
+    with a non-default option raises ``ValueError`` (no option is ever silently ignored). With
+    ``extras=True`` the result's ``extras`` holds the :class:`GatingOutputs`."""
+    unknown = sorted(set(options) - set(GATING_OPTION_DEFAULTS))
+    if unknown:
+        raise TypeError(f"moe_gating_topk() got unknown routing option(s) {', '.join(unknown)}; the options are: "
+                        f"{', '.join(GATING_OPTION_DEFAULTS)}")
+    used = [n for n, v in options.items() if not _is_default(n, v)]
+    if (isinstance(version, str) and version == ROUTING_VERSION) or (version is None and used):
+        if tile_s is not None:
+            raise ValueError(f"tile_s does not apply to the {ROUTING_VERSION} kernel (it tiles by rows); got {tile_s!r}")
+        from .grouped_host import run_grouped
+        out, timeline, tiling = run_grouped(gate_logits, k, hw=hw, **options)
+        idx, w = (out.indices, out.weights) if options.get("extras") is True else out
+        res = MoeGatingResult(idx, w, timeline, tiling, ROUTING_VERSION, tiling.blockNum)
+        res.extras = out if options.get("extras") is True else None
+        return res
+    version = "v3" if version is None else version
+    if used:
+        _check_version(version)
+        raise ValueError(f"version {version!r} computes the article's semantics only; routing option(s) "
+                         f"{', '.join(used)} need the {ROUTING_VERSION!r} kernel: pass version={ROUTING_VERSION!r} "
+                         "or leave version out")
     version = _check_version(version)
     hw = _hw(hw)
     x = as_logits_array(gate_logits)
@@ -236,7 +269,7 @@ def moe_gating_topk(gate_logits, k: int, *, version: str = "v3", hw="ascend-910b
 
 
 def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", hw="ascend-910b2",
-                        tile_s: int | None = None, dtype=np.float32) -> MoeGatingResult:
+                        tile_s: int | None = None, dtype=np.float32, **options) -> MoeGatingResult:
     """Timing-only run from the shape alone (no data): the same timeline a full run gives.
 
     Default tiling (``tile_s=None``, here and in :func:`moe_gating_topk`): **v1** uses the
@@ -244,7 +277,18 @@ def simulate_moe_gating(B: int, S: int, E: int, K: int, *, version: str = "v3", 
     its host code); **v2, v2c, v3** (v2_bad_sync, v3_fast_exp with them) use the chip's autotuned
     bucket table, ``data/moe_tile_buckets_<chip>_<version>.csv``, at the bucket nearest to
     (B·S, E, K), clamped to S and the UB (:func:`default_tile_s`, :mod:`.buckets`); a chip
-    without a table falls back to the host rule. v4 and the discrete chain tile by rows."""
+    without a table falls back to the host rule. v4 and the discrete chain tile by rows.
+
+    ``version="grouped"`` (the full routing semantics) takes the routing options as keywords
+    (``bias=True`` / ``finished=True`` for "present"): :func:`.grouped_host.simulate_grouped`."""
+    if isinstance(version, str) and version == ROUTING_VERSION:
+        from .grouped_host import simulate_grouped
+        if tile_s is not None:
+            raise ValueError(f"tile_s does not apply to the {ROUTING_VERSION} kernel (it tiles by rows); got {tile_s!r}")
+        timeline, tiling = simulate_grouped(B, S, E, K, hw=hw, dtype=dtype, **options)
+        return MoeGatingResult(None, None, timeline, tiling, ROUTING_VERSION, tiling.blockNum)
+    if options:
+        raise TypeError(f"routing options ({', '.join(options)}) apply to version={ROUTING_VERSION!r} only")
     version = _check_version(version)
     hw = _hw(hw)
     for name, v in (("B", B), ("S", S), ("E", E)):
