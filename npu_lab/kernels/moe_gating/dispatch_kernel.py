@@ -36,7 +36,7 @@ so the phase boundary is a launch boundary -- it costs one more launch overhead,
 Scope (what :func:`moe_dispatch_kernel_run` covers of :func:`~.dispatch.moe_dispatch`): dropless and
 drop/pad with ``drop_policy="position"`` (CANN's only policy), finished rows (expert E); no
 ``drop_policy="weight"`` and no rerouting ``ranking`` (host-side only, as in CANN, which has neither).
-At most ``MAX_CHUNK`` = 1024 slots a block, so N·K ≤ 1024 × the vector cores (49 152 on the 910B2);
+At most ``MAX_CHUNK`` = 2048 slots a block, so N·K ≤ 2048 × the vector cores (98 304 on the 910B2);
 E ≤ 2048. The 310P has neither DataCopyPad nor Sort32: the kernel raises the lang layer's
 CapabilityError at the first DataCopyPad. The weights are not moved: CANN's MoeInitRouting takes no
 weights either (MoeFinalizeRouting reads them by ``expanded_row_idx``).
@@ -64,7 +64,9 @@ __all__ = ["MAX_CHUNK", "MAX_DISPATCH_EXPERTS", "MoeDispatchTiling", "moe_dispat
            "moe_dispatch_kernel_run", "moe_dispatch_sort_kernel", "moe_dispatch_place_kernel"]
 
 #: slots a block sorts in UB (32·4^r, r ≤ 3: one Sort32 and at most three 4-way MrgSort rounds)
-MAX_CHUNK = 1024
+MAX_CHUNK = 2048
+#: slots staged for the per-slot scatter at a time (each word in a 32-B UB block of its own)
+STAGE_SLOTS = 512
 #: experts (CANN's gating stops at 2048; the count rows are E int32 in UB)
 MAX_DISPATCH_EXPERTS = 2048
 NEG_INF = float("-inf")
@@ -251,7 +253,7 @@ def moe_dispatch_place_kernel(ctx, ws_exp_gm, ws_pos_gm, ws_counts_gm, before_gm
     bufs = {}
     for name, nbytes in (("prefix", 4 * E8), ("scratch", 4 * E8), ("total", 4 * E8), ("kept", 4 * E8),
                          ("sorted_exp", 4 * C), ("pos", 4 * C), ("expanded", 4 * C),
-                         ("stage_pos", 32 * C), ("stage_exp", 32 * C)):
+                         ("stage_pos", 32 * min(C, STAGE_SLOTS)), ("stage_exp", 32 * min(C, STAGE_SLOTS))):
         bufs[name] = TBuf(TPosition.VECCALC)
         pipe.init_buffer(bufs[name], nbytes, name=name)
     prefix, scratch = bufs["prefix"].get(np.int32), bufs["scratch"].get(np.int32)
@@ -295,28 +297,38 @@ def moe_dispatch_place_kernel(ctx, ws_exp_gm, ws_pos_gm, ws_counts_gm, before_gm
         keep = real & ((rank < cap) if drop_pad else True)
         dest[:] = np.where(keep, base[ee] + rank, -1)
         expanded.data[p - start] = np.where(keep, ee * cap + rank if drop_pad else dest, -1)
-        spos.data[0:8 * L:8] = p
-        sexp_st.data[0:8 * L:8] = e
 
-    # per expert: kept count and its base (E); per slot: rank, keep, places, staged (branchless)
-    ctx.scalar("SrcToDst", ops=3 * E + 8 * L, ub_reads=3 * E + 3 * L, ub_writes=E + 3 * L, compute=places,
+    # per expert: kept count and its base (E); per slot: rank, keep, places (branchless)
+    ctx.scalar("SrcToDst", ops=3 * E + 8 * L, ub_reads=3 * E + 3 * L, ub_writes=E + L, compute=places,
                reads=((sexp, sexp.byte_offset, sexp.byte_offset + 4 * L), (pos, pos.byte_offset, pos.byte_offset + 4 * L),
                       (prefix, prefix.byte_offset, prefix.byte_offset + 4 * E),
                       (total, total.byte_offset, total.byte_offset + 4 * E)),
                writes=((kept, kept.byte_offset, kept.byte_offset + 4 * E),
-                       (expanded, expanded.byte_offset, expanded.byte_offset + 4 * L),
-                       (spos, spos.byte_offset, spos.byte_offset + 32 * L),
-                       (sexp_st, sexp_st.byte_offset, sexp_st.byte_offset + 32 * L)))
-    _s_to_mte3(ctx)
+                       (expanded, expanded.byte_offset, expanded.byte_offset + 4 * L)))
     word = DataCopyExtParams(1, 4, 0, 0, 0)
-    for i in ctx.tile_loop(L, key=lambda i: 0):
-        d = int(dest[i])
-        if ctx.timing_only or d < 0:                 # dropped / finished / timing-only: the trash word
-            ctx.data_copy_pad(trash_gm[b], spos[8 * i], word)
-            ctx.data_copy_pad(trash_gm[b], sexp_st[8 * i], word)
-        else:
-            ctx.data_copy_pad(sorted_row_gm[d], spos[8 * i], word)
-            ctx.data_copy_pad(sorted_exp_gm[d], sexp_st[8 * i], word)
+    for lo in range(0, L, STAGE_SLOTS):
+        n = min(STAGE_SLOTS, L - lo)
+        if lo:                                       # the previous scatters read the staging blocks
+            ev = pipe.fetch_event_id("MTE3_S")
+            ctx.set_flag("MTE3_S", ev)
+            ctx.wait_flag("MTE3_S", ev)
+
+        def stage(lo=lo, n=n):
+            spos.data[0:8 * n:8] = pos.data[lo:lo + n]
+            sexp_st.data[0:8 * n:8] = sexp.data[lo:lo + n]
+
+        # each slot's two words into 32-B blocks of their own (CANN: outLocal[idx * INT32_ONE_BLOCK_NUM])
+        ctx.scalar("stage rows", ops=2 * n, ub_reads=2 * n, ub_writes=2 * n, compute=stage,
+                   reads=((sexp, sexp.byte_offset, sexp.byte_offset + 4 * L), (pos, pos.byte_offset, pos.byte_offset + 4 * L)),
+                   writes=((spos, spos.byte_offset, spos.byte_offset + 32 * n),
+                           (sexp_st, sexp_st.byte_offset, sexp_st.byte_offset + 32 * n)))
+        _s_to_mte3(ctx)
+        for i in ctx.tile_loop(n, key=lambda i: 0):
+            d = -1 if ctx.timing_only else int(dest[lo + i])
+            # dropped / finished (and timing-only): the trash word -- the same copy either way
+            row_dst, exp_dst = (trash_gm[b], trash_gm[b]) if d < 0 else (sorted_row_gm[d], sorted_exp_gm[d])
+            ctx.data_copy_pad(row_dst, spos[8 * i], word)
+            ctx.data_copy_pad(exp_dst, sexp_st[8 * i], word)
     ctx.data_copy_pad(expanded_gm[start], expanded, DataCopyExtParams(1, 4 * L, 0, 0, 0))
     if b == 0:
         ctx.data_copy_pad(count_gm, kept, row)
