@@ -229,13 +229,13 @@ def moe_dispatch_sort_kernel(ctx, experts_gm, ws_exp_gm, ws_pos_gm, ws_counts_gm
                reads=((sorted_exp, sorted_exp.byte_offset, sorted_exp.byte_offset + 4 * L),),
                writes=((counts, counts.byte_offset, counts.byte_offset + 4 * E),))
     _s_to_mte3(ctx)
+    ctx.data_copy_pad(ws_exp_gm[start], sorted_exp, DataCopyExtParams(1, 4 * L, 0, 0, 0))
+    ctx.data_copy_pad(ws_pos_gm[start], pos, DataCopyExtParams(1, 4 * L, 0, 0, 0))
     row = DataCopyExtParams(1, 4 * E, 0, 0, 0)
     ctx.data_copy_pad(ws_counts_gm[b * E], counts, row)
     ctx.set_atomic_add(np.int32)                     # every block's counts meet in GM
     ctx.data_copy_pad(before_gm, counts, row)
     ctx.set_atomic_none()
-    ctx.data_copy_pad(ws_exp_gm[start], sorted_exp, DataCopyExtParams(1, 4 * L, 0, 0, 0))
-    ctx.data_copy_pad(ws_pos_gm[start], pos, DataCopyExtParams(1, 4 * L, 0, 0, 0))
 
 
 @npu_kernel(block_classes=_classes_place)
@@ -252,7 +252,7 @@ def moe_dispatch_place_kernel(ctx, ws_exp_gm, ws_pos_gm, ws_counts_gm, before_gm
     pipe.init_buffer(row_q, 2, 4 * E8, name="count_rows")
     bufs = {}
     for name, nbytes in (("prefix", 4 * E8), ("scratch", 4 * E8), ("total", 4 * E8), ("kept", 4 * E8),
-                         ("sorted_exp", 4 * C), ("pos", 4 * C), ("expanded", 4 * C),
+                         ("sorted_exp", 4 * C), ("pos", 4 * C), ("expanded", 4 * C), ("place", 4 * C),
                          ("stage_pos", 32 * min(C, STAGE_SLOTS)), ("stage_exp", 32 * min(C, STAGE_SLOTS))):
         bufs[name] = TBuf(TPosition.VECCALC)
         pipe.init_buffer(bufs[name], nbytes, name=name)
@@ -278,11 +278,9 @@ def moe_dispatch_place_kernel(ctx, ws_exp_gm, ws_pos_gm, ws_counts_gm, before_gm
     ctx.set_flag("MTE2_S", ev)
     ctx.wait_flag("MTE2_S", ev)
     _v_to_s(ctx)
-    kept, expanded = bufs["kept"].get(np.int32), bufs["expanded"].get(np.int32)
+    kept, expanded, place = bufs["kept"].get(np.int32), bufs["expanded"].get(np.int32), bufs["place"].get(np.int32)
     spos, sexp_st = bufs["stage_pos"].get(np.int32), bufs["stage_exp"].get(np.int32)
     cap, drop_pad = t.expertCapacity, bool(t.dropPadMode)
-    dest = np.zeros(L, dtype=np.int64)               # sorted_row_idx place of each slot, -1 if none
-
     def places():
         tot = total.data[:E].astype(np.int64)
         keep_n = np.minimum(tot, cap) if drop_pad else tot
@@ -295,16 +293,18 @@ def moe_dispatch_place_kernel(ctx, ws_exp_gm, ws_pos_gm, ws_counts_gm, before_gm
         first = np.searchsorted(e, e, side="left")   # the block's run of e starts here (sorted)
         rank = prefix.data[ee].astype(np.int64) + np.arange(L) - first
         keep = real & ((rank < cap) if drop_pad else True)
-        dest[:] = np.where(keep, base[ee] + rank, -1)
+        dest = np.where(keep, base[ee] + rank, -1)      # the slot's place in sorted_row_idx, -1 if none
+        place.data[:L] = dest
         expanded.data[p - start] = np.where(keep, ee * cap + rank if drop_pad else dest, -1)
 
     # per expert: kept count and its base (E); per slot: rank, keep, places (branchless)
-    ctx.scalar("SrcToDst", ops=3 * E + 8 * L, ub_reads=3 * E + 3 * L, ub_writes=E + L, compute=places,
+    ctx.scalar("SrcToDst", ops=3 * E + 8 * L, ub_reads=3 * E + 3 * L, ub_writes=2 * E + 2 * L, compute=places,
                reads=((sexp, sexp.byte_offset, sexp.byte_offset + 4 * L), (pos, pos.byte_offset, pos.byte_offset + 4 * L),
                       (prefix, prefix.byte_offset, prefix.byte_offset + 4 * E),
                       (total, total.byte_offset, total.byte_offset + 4 * E)),
                writes=((kept, kept.byte_offset, kept.byte_offset + 4 * E),
-                       (expanded, expanded.byte_offset, expanded.byte_offset + 4 * L)))
+                       (expanded, expanded.byte_offset, expanded.byte_offset + 4 * L),
+                       (place, place.byte_offset, place.byte_offset + 4 * L)))
     word = DataCopyExtParams(1, 4, 0, 0, 0)
     for lo in range(0, L, STAGE_SLOTS):
         n = min(STAGE_SLOTS, L - lo)
@@ -324,7 +324,8 @@ def moe_dispatch_place_kernel(ctx, ws_exp_gm, ws_pos_gm, ws_counts_gm, before_gm
                            (sexp_st, sexp_st.byte_offset, sexp_st.byte_offset + 32 * n)))
         _s_to_mte3(ctx)
         for i in ctx.tile_loop(n, key=lambda i: 0):
-            d = -1 if ctx.timing_only else int(dest[lo + i])
+            d = place.get_value(lo + i)                 # GetValue: 0 in a timing-only run
+            d = -1 if ctx.timing_only else int(d)
             # dropped / finished (and timing-only): the trash word -- the same copy either way
             row_dst, exp_dst = (trash_gm[b], trash_gm[b]) if d < 0 else (sorted_row_gm[d], sorted_exp_gm[d])
             ctx.data_copy_pad(row_dst, spos[8 * i], word)
