@@ -379,6 +379,30 @@ SECTIONS = [bench_simulator, bench_explorer, bench_tile_explorer, bench_every_ex
             bench_moe_full, bench_moe_scaling, bench_gemm, bench_decode, bench_grading]
 
 
+def bench_moe_layer() -> None:
+    """Issue 20: the dispatch kernel (timing-only and full) and a whole MoE layer, timing-only."""
+    from npu_lab.kernels.moe_gating.dispatch_kernel import moe_dispatch_kernel_run
+    from npu_lab.kernels.moe_layer import ROUTER_PRESETS, moe_layer_timing
+
+    section("MoE layer (issue 20): dispatch kernel, whole layer")
+    idx = np.random.default_rng(0).integers(0, 64, size=(1000, 8)).astype(np.int32)
+    for name, run in (("dispatch 1000x8, E=64, full run", lambda: moe_dispatch_kernel_run(idx, num_experts=64)),
+                      ("dispatch 4096x8, E=64, timing-only",
+                       lambda: moe_dispatch_kernel_run((4096, 8), num_experts=64, timing_only=True))):
+        start = time.perf_counter()
+        run()
+        row(name, (time.perf_counter() - start) * 1e3, "ms")
+    p = ROUTER_PRESETS["Qwen-MoE-like"]
+    for n in (8, 2048):
+        start = time.perf_counter()
+        r = moe_layer_timing(n, p.hidden_dim, p.layer_config())
+        row(f"Qwen-MoE-like layer, {n} tokens, timing-only", (time.perf_counter() - start) * 1e3, "ms",
+            f"modelled {r.total_us:.0f} us, gating {r.gating_share:.2%}")
+
+
+SECTIONS.append(bench_moe_layer)
+
+
 def main(argv: list[str]) -> int:
     wanted = [a.lower() for a in argv]
     chosen = [s for s in SECTIONS if not wanted or any(w in s.__name__.lower() for w in wanted)]

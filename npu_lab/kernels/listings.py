@@ -931,6 +931,10 @@ def _run(spec: ListingSpec, case: dict):
             from .scaled_add import scaled_add
             _, timeline = scaled_add(case.pop("n"), None, hw=hw, timing_only=True, block_dim=case.pop("block_dim", 1),
                                      **case)
+        elif spec.version == "moe_dispatch":
+            from .moe_gating.dispatch_kernel import moe_dispatch_kernel_run
+            timeline = moe_dispatch_kernel_run((case.pop("N"), case.pop("K")), num_experts=case.pop("E"), hw=hw,
+                                               timing_only=True, **case).timeline
         elif spec.version.startswith("decode_") or spec.version == "flash_decode":
             from .decode.listing_cases import run_case
             timeline = run_case(spec.version, hw, **case)
@@ -1140,3 +1144,12 @@ def compare(nodes, calls: list[str], *, sync: bool = False) -> Match:
                 if tok is None and tag is not None and t in backward[i]:
                     used.add(tag)
     return Match(True, len(calls), "", used, dict(nfa.names))
+
+
+# the dispatch kernel (issue 20 §3): one core, so one block sorts every slot (three MrgSort rounds,
+# several staging rounds); drop/pad mode too
+REGISTRY["moe_dispatch"] = ListingSpec(
+    "moe_dispatch", "moe_gating/dispatch_kernel.cpp", "moe_dispatch",
+    (dict(N=5, K=2, E=8, cores=1), dict(N=300, K=4, E=16, capacity=50, cores=1), dict(N=40, K=2, E=8, capacity=3)),
+    entry=("moe_dispatch_sort", "moe_dispatch_place"), sync_order=True,
+    kernels=("moe_dispatch_sort_kernel", "moe_dispatch_place_kernel"))

@@ -30,7 +30,9 @@ message is also kept in ``.error`` (None after a successful update).
   circled (notebook 07); :func:`tile_latency_grid` and :func:`sweet_spot_heat_map`, the heat maps of
   the sweet spot over (S or E, tileS) (notebook 07);
 * :class:`GemmExplorer` -- the GEMM on the cube: M, N, K, base tile, version, K-split; the roofline
-  with the current run (notebook 09).
+  with the current run (notebook 09);
+* :class:`RoutingExplorer` -- a model's router on a few tokens: chosen experts, load, capacity drops;
+  :class:`MoeLayerExplorer` -- the MoE layer's stage times against the number of tokens (notebook 14).
 
 No library module imports this one: dependencies point from the course to the library.
 """
@@ -41,13 +43,16 @@ from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
 from .fast_exp import FastExpExplorer
 from .gemm import GemmExplorer
+from .moe_layer import MoeLayerExplorer
+from .routing import RoutingExplorer
 from .tuning import TuningExplorer, sweet_spot_heat_map, tile_latency_grid
 from .tile_sweep import TileSweepExplorer
 from .ub_budget import UbBudgetExplorer, ub_breakdown
 
 __all__ = ["CopyCost", "CopyCostExplorer", "copy_cost", "copy_cost_curve", "MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
            "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown",
-           "tile_latency_grid", "sweet_spot_heat_map", "GemmExplorer"]
+           "tile_latency_grid", "sweet_spot_heat_map", "GemmExplorer",
+           "MoeLayerExplorer", "RoutingExplorer"]
 
 # notebook 12 (issue 19): sparse KV compression
 from .sparse import SparseKvExplorer  # noqa: E402

@@ -1,0 +1,345 @@
+"""A whole MoE layer on the simulator (issue 20 §4): router MatMul → gating → dispatch → gather →
+expert FFNs → combine, with one table of every stage's time and share.
+
+Stages, what runs them, and where the numbers come from:
+
+=============  ==============================================================  ===================
+stage          how it is timed                                                 numbers
+=============  ==============================================================  ===================
+router         cube GEMM ``gemm`` (npu_lab/kernels/gemm), [N, H]·[H, E], fp16  GEMM (fp16 in, fp32
+               in, fp32 out                                                    accumulate and out)
+gating         ``moe_gating_topk`` (``config.gating_version``, softmax path)   the kernel
+dispatch       the dispatch kernel (moe_gating/dispatch_kernel.py, 2 launches) ``moe_dispatch``
+gather         the gather kernel (gather.py): ``expanded_x = x[row // K]``      the kernel
+experts_up     cube GEMM per expert [n_e, H]·[H, F], one grouped launch        GEMM precision
+activation     **stand-in**: HBM roofline of reading and writing [M, F] fp16   numpy
+               plus one launch overhead (no vector kernel for it yet)
+experts_down   cube GEMM per expert [n_e, F]·[F, H], one grouped launch        GEMM precision
+combine        **stand-in**: HBM roofline of reading [M, H] fp32 and writing   ``moe_combine``
+               [N, H] plus one launch overhead (CANN: MoeFinalizeRouting)
+=============  ==============================================================  ===================
+
+The grouped expert GEMMs (CANN's GroupedMatmul launches once for all experts) are modelled as each
+non-empty expert's GEMM run back to back on the cube cores with a single launch overhead: the sum of
+the experts' GEMM bodies (their timelines minus their launch overhead) plus one overhead. Experts with
+no token cost nothing. Every other stage is a real launch (or a sequence of them) of the simulator.
+
+Numbers: with ``full_kernels=True`` every simulated stage computes its outputs on the simulator
+(small shapes; tests use it); by default the numbers come from what those kernels are tested equal
+to (numpy GEMMs at the cube's precision, ``moe_gating_topk``'s own kernel for gating — it is exact —,
+the host ``moe_dispatch``) and the times from timing-only runs of the same kernels, which give exactly
+the full runs' timelines. The gating call is in one place, :func:`run_gating` (a grouped kernel lands
+there).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ...hardware import HardwareSpec
+from ...presets import get_preset
+from ...sim.launch_cost import launch_overhead_us
+from ..gemm import gemm
+from ..moe_gating import moe_combine, moe_dispatch
+from ..moe_gating.dispatch import MoeDispatch
+from ..moe_gating.dispatch_kernel import check_against_reference, moe_dispatch_kernel_run
+from ..moe_gating.reference import moe_gating_topk_reference
+from ..moe_gating.run import VERSIONS as GATING_VERSIONS, moe_gating_topk, simulate_moe_gating
+from .gather import gather_rows
+
+__all__ = ["ACTIVATIONS", "STAGES", "MoeLayerConfig", "MoeLayerResult", "moe_layer", "moe_layer_reference",
+           "moe_layer_timing", "run_gating", "stage_table"]
+
+ACTIVATIONS = ("relu", "silu")
+STAGES = ("router", "gating", "dispatch", "gather", "experts_up", "activation", "experts_down", "combine")
+#: stages whose time is a labelled stand-in, not a simulated kernel
+STAND_INS = ("activation", "combine")
+
+
+@dataclass(frozen=True)
+class MoeLayerConfig:
+    """An MoE layer: E experts, top-K routing, expert FFN width F, capacity (None: dropless).
+
+    ``gating_version``: the moe_gating_topk version that routes (softmax path: top-K of the logits,
+    softmax over the K — today's kernels; options beyond it wait for the grouped kernel).
+    ``gemm_version``: the cube GEMM version of the router and experts."""
+
+    num_experts: int
+    top_k: int
+    ffn_dim: int
+    capacity_factor: float | None = None
+    activation: str = "silu"
+    gating_version: str = "v4"
+    gemm_version: str = "v3"
+
+    def __post_init__(self):
+        for name in ("num_experts", "top_k", "ffn_dim"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"MoeLayerConfig.{name} must be an int >= 1, got {v!r}")
+        if self.top_k > self.num_experts:
+            raise ValueError(f"MoeLayerConfig: top_k = {self.top_k} > num_experts = {self.num_experts}: "
+                             "a token cannot pick more experts than there are")
+        if self.capacity_factor is not None and not (isinstance(self.capacity_factor, (int, float))
+                                                     and math.isfinite(self.capacity_factor) and self.capacity_factor > 0):
+            raise ValueError(f"MoeLayerConfig.capacity_factor must be a finite number > 0 or None (dropless); "
+                             f"got {self.capacity_factor!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"MoeLayerConfig.activation must be one of {ACTIVATIONS}; got {self.activation!r}")
+        if self.gating_version not in GATING_VERSIONS:
+            raise ValueError(f"MoeLayerConfig.gating_version must be a moe_gating_topk version "
+                             f"({', '.join(GATING_VERSIONS)}; 'discrete' is the framework's unfused chain); "
+                             f"got {self.gating_version!r}")
+
+
+@dataclass(frozen=True)
+class MoeLayerResult:
+    """``output`` float32 [N, H] (None timing-only); ``stages``: a DataFrame, one row per stage (us,
+    share of the total, kind "kernel" or "stand-in", what it is); ``timelines``: each simulated
+    stage's Timeline; ``dispatch``: the MoeDispatch (None timing-only)."""
+
+    output: np.ndarray | None
+    stages: object
+    timelines: dict
+    dispatch: MoeDispatch | None
+    expert_indices: np.ndarray | None = None
+    routing_weights: np.ndarray | None = None
+    tokens: int = 0
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def total_us(self) -> float:
+        return float(self.stages["us"].sum())
+
+    @property
+    def gating_share(self) -> float:
+        """Gating's fraction of the layer's time."""
+        return float(self.stages.loc["gating", "us"] / self.total_us)
+
+
+def _act(config: MoeLayerConfig, h: np.ndarray) -> np.ndarray:
+    if config.activation == "relu":
+        return np.maximum(h, np.float32(0))
+    return (h / (np.float32(1) + np.exp(-h))).astype(np.float32)     # SiLU
+
+
+def _check(hidden, router_weight, experts, config):
+    if not isinstance(config, MoeLayerConfig):
+        raise TypeError(f"config must be a MoeLayerConfig, got {type(config).__name__}")
+    x = np.asarray(hidden)
+    if x.ndim != 2 or 0 in x.shape or x.dtype.kind != "f":
+        raise ValueError(f"hidden must be a float array [N, H] with N, H >= 1; got {x.shape} {x.dtype}")
+    if not np.isfinite(x).all():
+        raise ValueError("hidden must be finite")
+    n, h = x.shape
+    r = np.asarray(router_weight)
+    if r.shape != (h, config.num_experts) or r.dtype.kind != "f":
+        raise ValueError(f"router_weight must be float [H, E] = [{h}, {config.num_experts}]; got {r.shape} {r.dtype}")
+    if not (isinstance(experts, (tuple, list)) and len(experts) == 2):
+        raise TypeError("experts must be (w_up [E, H, F], w_down [E, F, H])")
+    up, down = (np.asarray(w) for w in experts)
+    E, F = config.num_experts, config.ffn_dim
+    if up.shape != (E, h, F) or down.shape != (E, F, h) or up.dtype.kind != "f" or down.dtype.kind != "f":
+        raise ValueError(f"experts must be (w_up [E, H, F] = {(E, h, F)}, w_down [E, F, H] = {(E, F, h)}) floats; "
+                         f"got {up.shape} and {down.shape}")
+    f16 = lambda a: a.astype(np.float16)
+    return f16(x), f16(r), f16(up), f16(down)
+
+
+def _mm(a16: np.ndarray, b16: np.ndarray) -> np.ndarray:
+    """A GEMM at the cube's precision: fp16 operands, fp32 products and sums, fp32 out."""
+    return a16.astype(np.float32) @ b16.astype(np.float32)
+
+
+def _capacity(config: MoeLayerConfig, n: int) -> int | None:
+    if config.capacity_factor is None:
+        return None
+    return min(n * config.top_k, math.ceil(config.capacity_factor * n * config.top_k / config.num_experts))
+
+
+def run_gating(logits: np.ndarray | None, n: int, config: MoeLayerConfig, hw, *, timing_only: bool):
+    """The layer's one gating call: ``moe_gating_topk`` (softmax path) on logits [N, E] float32.
+    Returns (indices, weights, timeline); indices / weights None timing-only."""
+    if timing_only:
+        return None, None, simulate_moe_gating(1, n, config.num_experts, config.top_k,
+                                               version=config.gating_version, hw=hw).timeline
+    r = moe_gating_topk(logits, config.top_k, version=config.gating_version, hw=hw)
+    return r.indices, r.weights, r.timeline
+
+
+@lru_cache(maxsize=4096)
+def _gemm_us(m: int, k: int, n: int, version: str, hw_name: str) -> tuple[float, float]:
+    """(total, launch overhead) of one cube GEMM [m, k]·[k, n], fp16 in, fp32 out (timing-only)."""
+    _, tl = gemm((m, k), (k, n), version=version, hw=hw_name, timing_only=True, dtype=np.float16,
+                 out_dtype=np.float32)
+    return tl.total_us, tl.launch_overhead_us
+
+
+def _grouped_gemm_us(rows, k: int, n: int, version: str, hw: HardwareSpec) -> float:
+    """Experts' GEMMs [rows_e, k]·[k, n] back to back, one launch overhead (see the module doc)."""
+    body, overhead = 0.0, 0.0
+    for m in rows:
+        if m > 0:
+            total, over = _gemm_us(int(m), k, n, version, hw.name)
+            body += total - over
+            overhead = max(overhead, over)
+    return body + overhead if body else 0.0
+
+
+def _roofline_stand_in_us(hw: HardwareSpec, nbytes: float) -> float:
+    return nbytes / (hw.hbm_bandwidth_gbps * 1e3) + launch_overhead_us(hw, "vector", hw.vector_cores)
+
+
+def stage_table(times_us: dict, notes: dict):
+    """A DataFrame indexed by stage: us, share, kind, what."""
+    import pandas as pd
+
+    total = sum(times_us.values())
+    rows = [{"stage": s, "us": times_us[s], "share": times_us[s] / total if total else 0.0,
+             "kind": "stand-in" if s in STAND_INS else "kernel", "what": notes[s]} for s in STAGES]
+    return pd.DataFrame(rows).set_index("stage")
+
+
+def _timings(n: int, h: int, config: MoeLayerConfig, hw: HardwareSpec, kept_rows, timelines: dict,
+             gating_tl, dispatch_tl, gather_tl) -> tuple[dict, dict]:
+    E, K, F = config.num_experts, config.top_k, config.ffn_dim
+    m = int(sum(kept_rows))
+    router_us, _ = _gemm_us(n, h, E, config.gemm_version, hw.name)
+    up_us = _grouped_gemm_us(kept_rows, h, F, config.gemm_version, hw)
+    down_us = _grouped_gemm_us(kept_rows, F, h, config.gemm_version, hw)
+    times = {"router": router_us, "gating": gating_tl.total_us, "dispatch": dispatch_tl.total_us,
+             "gather": gather_tl.total_us if gather_tl is not None else 0.0, "experts_up": up_us,
+             "activation": _roofline_stand_in_us(hw, 2 * m * F * 2) if m else 0.0,
+             "experts_down": down_us,
+             "combine": _roofline_stand_in_us(hw, m * h * 4 + n * K * 8 + n * h * 4)}
+    notes = {"router": f"cube GEMM [{n}, {h}]·[{h}, {E}]",
+             "gating": f"moe_gating_topk {config.gating_version}, K = {K}",
+             "dispatch": "dispatch kernel: sort+count (atomic counters), place",
+             "gather": f"gather kernel, {m} rows of {h}",
+             "experts_up": f"grouped cube GEMM, {sum(1 for r in kept_rows if r)} experts, [n_e, {h}]·[{h}, {F}]",
+             "activation": f"stand-in: HBM roofline of [{m}, {F}] fp16 in+out + one launch",
+             "experts_down": f"grouped cube GEMM [n_e, {F}]·[{F}, {h}]",
+             "combine": f"stand-in: HBM roofline of [{m}, {h}] fp32 in, [{n}, {h}] out + one launch"}
+    timelines.update({"gating": gating_tl, "dispatch": dispatch_tl})
+    if gather_tl is not None:
+        timelines["gather"] = gather_tl
+    return times, notes
+
+
+def moe_layer(hidden, router_weight, experts, config: MoeLayerConfig, *, hw: HardwareSpec | str = "ascend-910b2",
+              full_kernels: bool = False) -> MoeLayerResult:
+    """Run one MoE layer: ``hidden`` [N, H], ``router_weight`` [H, E], ``experts`` = (w_up [E, H, F],
+    w_down [E, F, H]); everything is cast to float16 (the cube's input type). Returns the output
+    float32 [N, H] (tokens all of whose slots were dropped get 0; no residual is added), the stage
+    table and the timelines. ``full_kernels``: compute every simulated stage's numbers on the
+    simulator too (slow; see the module doc)."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    x, r, up, down = _check(hidden, router_weight, experts, config)
+    n, h = x.shape
+    E, K = config.num_experts, config.top_k
+    timelines = {}
+    if full_kernels:
+        logits, tl = gemm(x, r, version=config.gemm_version, hw=hw, out_dtype=np.float32)
+        timelines["router"] = tl
+    else:
+        logits = _mm(x, r)
+    idx, w, gating_tl = run_gating(logits, n, config, hw, timing_only=False)
+    cap = _capacity(config, n)
+    d = moe_dispatch(idx, w, num_experts=E, capacity=cap)
+    if full_kernels:
+        kr = moe_dispatch_kernel_run(idx, num_experts=E, capacity=cap, hw=hw)
+        check_against_reference(kr, d)
+        dispatch_tl = kr.timeline
+    else:
+        dispatch_tl = moe_dispatch_kernel_run((n, K), num_experts=E, capacity=cap, hw=hw, timing_only=True).timeline
+    m = d.sorted_row_idx.size
+    gather_tl = None
+    if m:
+        rows, gather_tl = gather_rows(x, d.sorted_row_idx, K, hw=hw, timing_only=not full_kernels)
+        if rows is None:
+            rows = x[d.sorted_row_idx.astype(np.int64) // K]
+    # expert FFNs, expert by expert over the dropless layout [M, H] (rows of expert e contiguous)
+    y = np.zeros((m, h), np.float32)
+    start = 0
+    for e, cnt in enumerate(d.expert_tokens_count.tolist()):
+        if cnt:
+            block = rows[start:start + cnt]
+            if full_kernels:
+                a, tl_up = gemm(block, up[e], version=config.gemm_version, hw=hw, out_dtype=np.float32)
+                a16 = _act(config, a).astype(np.float16)
+                y[start:start + cnt], tl_dn = gemm(a16, down[e], version=config.gemm_version, hw=hw,
+                                                   out_dtype=np.float32)
+            else:
+                a16 = _act(config, _mm(block, up[e])).astype(np.float16)
+                y[start:start + cnt] = _mm(a16, down[e])
+        start += cnt
+    # combine works on the dispatch's layout: dropless [M, H], or [E, capacity, H] in drop/pad mode
+    if cap is None:
+        out = moe_combine(y, d)
+    else:
+        padded = np.zeros((E * cap, h), np.float32)
+        padded[d.expanded_row_idx[d.sorted_row_idx]] = y
+        out = moe_combine(padded.reshape(E, cap, h), d)
+    times, notes = _timings(n, h, config, hw, d.expert_tokens_count.tolist(), timelines, gating_tl, dispatch_tl,
+                            gather_tl)
+    return MoeLayerResult(out, stage_table(times, notes), timelines, d, idx, w, n)
+
+
+def moe_layer_timing(num_tokens: int, hidden_dim: int, config: MoeLayerConfig, *,
+                     hw: HardwareSpec | str = "ascend-910b2", expert_rows=None) -> MoeLayerResult:
+    """Timing-only: the same stage table from the shapes alone. ``expert_rows``: tokens each expert
+    receives (default: the N·K slots spread evenly, capped at the capacity) — the expert GEMMs are
+    the only stage whose time depends on how the tokens route."""
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    for name, v in (("num_tokens", num_tokens), ("hidden_dim", hidden_dim)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    if not isinstance(config, MoeLayerConfig):
+        raise TypeError(f"config must be a MoeLayerConfig, got {type(config).__name__}")
+    n, E, K = int(num_tokens), config.num_experts, config.top_k
+    cap = _capacity(config, n)
+    if expert_rows is None:
+        base, extra = divmod(n * K, E)
+        expert_rows = [base + (e < extra) for e in range(E)]
+    expert_rows = [int(v) for v in expert_rows]
+    if len(expert_rows) != E or min(expert_rows) < 0 or sum(expert_rows) > n * K:
+        raise ValueError(f"expert_rows must be E = {E} counts >= 0 summing to at most N·K = {n * K}")
+    if cap is not None:
+        expert_rows = [min(v, cap) for v in expert_rows]
+    _, _, gating_tl = run_gating(None, n, config, hw, timing_only=True)
+    dispatch_tl = moe_dispatch_kernel_run((n, K), num_experts=E, capacity=cap, hw=hw, timing_only=True).timeline
+    m = sum(expert_rows)
+    gather_tl = gather_rows((n, int(hidden_dim)), m, K, hw=hw, timing_only=True)[1] if m else None
+    timelines = {}
+    times, notes = _timings(n, int(hidden_dim), config, hw, expert_rows, timelines, gating_tl, dispatch_tl, gather_tl)
+    return MoeLayerResult(None, stage_table(times, notes), timelines, None, tokens=n)
+
+
+def moe_layer_reference(hidden, router_weight, experts, config: MoeLayerConfig) -> np.ndarray:
+    """A plain numpy MoE layer, token by token: logits, the gating reference, the capacity (first
+    slots in position order n·K + k kept), each kept expert's FFN on the token, weighted sum. Same
+    precision as the cube (fp16 operands, fp32 accumulation; the FFN's hidden activation rounded to
+    fp16 before the down projection)."""
+    x, r, up, down = _check(hidden, router_weight, experts, config)
+    n, h = x.shape
+    E, K = config.num_experts, config.top_k
+    logits = x.astype(np.float32) @ r.astype(np.float32)
+    idx, w = moe_gating_topk_reference(logits, K)
+    cap = _capacity(config, n)
+    load = [0] * E
+    out = np.zeros((n, h), np.float32)
+    for t in range(n):
+        for j in range(K):
+            e = int(idx[t, j])
+            if cap is not None:
+                if load[e] >= cap:
+                    continue
+                load[e] += 1
+            a = x[t].astype(np.float32) @ up[e].astype(np.float32)
+            a16 = _act(config, a[None])[0].astype(np.float16)
+            out[t] += w[t, j] * (a16.astype(np.float32) @ down[e].astype(np.float32))
+    return out
