@@ -28,6 +28,7 @@ constexpr float NEG_BIG = -3.0e38f;      // an empty piece's log-sum-exp: exp(NE
 struct DecodeTiling {
     int32_t batch, kvHeads, group, headDim, maxLen, chunk, splits, splitLen, tasks, tasksPerBlock, kvItemsize,
         numBuffers;
+    int32_t pageSize, maxPages;   // paged KV (0, 0 here: this listing reads a contiguous cache)
     int32_t seqLens[MAX_BATCH];
 };
 

@@ -24,7 +24,14 @@ writes each piece's normalised output and log-sum-exp to a GM workspace, combine
 launch (:mod:`.combine`).
 
 Simplified: the scalar max/exp/log run through ``ctx.scalar`` priced as scalar ops (the real
-template keeps them in vectors of 8); no paged KV here.
+template keeps them in vectors of 8).
+
+Paged KV (vLLM's block tables; IFA's PageAttention path reads K/V by ``blockTable``): the caches
+are [num_pages, page_size, N2, D] and ``table_gm`` [B, max_pages] int32 holds each sequence's page
+ids. Per task the block copies its sequence's table row into UB (DataCopyPad, then a MTE2_S flag
+so the scalar unit may read it; S_MTE2 before the next task's row overwrites it); per chunk the
+scalar unit reads the chunk's page id (GetValue) and the DataCopy starts at row
+``page * page_size + p0 % page_size``. The tiling keeps every chunk inside one page.
 """
 
 from __future__ import annotations
@@ -33,10 +40,10 @@ import math
 
 import numpy as np
 
-from ...lang import (BrcbRepeatParams, DataCopyExtParams, DataCopyParams, GlobalTensor, TBuf, TPosition, TQue,
+from ...lang import (BrcbRepeatParams, DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, GlobalTensor, TBuf, TPosition, TQue,
                      npu_kernel)
 from ...lang.vector import BinaryRepeatParams
-from .tiling import MAX_REPEAT, DecodeTiling, reduce_tmp_bytes
+from .tiling import MAX_REPEAT, DecodeTiling, reduce_tmp_bytes, table_ub_bytes
 
 NEG_BIG = -3.0e38
 #: rows per level-0 instruction: at most 255 repeats, and a multiple of 8 so each piece of the
@@ -52,7 +59,7 @@ def task_range(t: DecodeTiling, lens, task: int):
     return b, n2, lo, max(0, min(int(lens[b]), lo + t.split_len) - lo)
 
 
-def decode_block_classes(block_dim, q, k, v, anti, out, lse, tiling_bytes, sync=None):
+def decode_block_classes(block_dim, q, k, v, anti, out, lse, tiling_bytes, sync=None, table_gm=None):
     """Blocks whose tasks cover the same numbers of positions run the same stream."""
     t, lens = DecodeTiling.unpack_with(tiling_bytes)
     labels = []
@@ -64,10 +71,12 @@ def decode_block_classes(block_dim, q, k, v, anti, out, lse, tiling_bytes, sync=
 
 
 ALL_FLAGS = frozenset({"V_S", "S_V", "S_MTE3", "MTE3_S"})
+#: the paged path's extra flags: the block-table row in UB (MTE2 → S), and S done with it (S → MTE2)
+PAGED_FLAGS = frozenset({"MTE2_S", "S_MTE2"})
 
 
-def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync):
-    sync = ALL_FLAGS if sync is None else sync
+def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync, table_gm=None):
+    sync = ALL_FLAGS | PAGED_FLAGS if sync is None else sync
     t, lens = DecodeTiling.unpack_with(tiling_bytes)
     G, D, c, N2 = t.group, t.head_dim, t.chunk, t.kv_heads
     kv_dtype = k_gm.dtype
@@ -89,6 +98,11 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
     if t.kv_itemsize == 1:          # v5: per-channel scale and offset rows of this task's KV head
         anti_que = TQue(TPosition.VECIN, 1)
         pipe.init_buffer(anti_que, 1, 4 * D * 4, name="antiquant")
+    paged = t.page_size > 0
+    if paged:
+        tbl_buf = TBuf(TPosition.VECCALC)
+        pipe.init_buffer(tbl_buf, table_ub_bytes(t.max_pages), name="block_table")
+        tbl = tbl_buf.get(np.int32)
     acc, prod, scores, part = (bufs[n].get(np.float32) for n in ("acc", "prod", "scores", "part"))
     pb, red, tmp, lse_ub = (bufs[n].get(np.float32) for n in ("pb", "red", "tmp", "lse"))
     first = ctx.get_block_idx() * t.tasks_per_block
@@ -97,6 +111,17 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
         task = mine[j]
         b, n2, lo, n_pos = task_range(t, lens, task)
         head0 = b * G * N2 + n2 * G
+        if paged:                                  # this sequence's page ids, for the scalar unit
+            if j and "S_MTE2" in sync:
+                ev = pipe.fetch_event_id("S_MTE2")    # S is done reading the last task's row
+                ctx.set_flag("S_MTE2", ev)
+                ctx.wait_flag("S_MTE2", ev)
+            ctx.data_copy_pad(tbl, table_gm[b * t.max_pages], DataCopyExtParams(1, t.max_pages * 4, 0, 0, 0),
+                              DataCopyPadExtParams(False, 0, 0, 0))
+            if "MTE2_S" in sync:
+                ev = pipe.fetch_event_id("MTE2_S")
+                ctx.set_flag("MTE2_S", ev)
+                ctx.wait_flag("MTE2_S", ev)
         qt = q_que.alloc_tensor(np.float32)
         ctx.data_copy(qt, q_gm[head0 * D], G * D)
         q_que.enque(qt)
@@ -115,7 +140,11 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
         for ci in ctx.tile_loop(len(starts), key=lambda i: (min(c, lo + n_pos - starts[i]), i == 0)):
             p0 = starts[ci]
             s = min(c, lo + n_pos - p0)
-            row = ((b * t.max_len + p0) * N2 + n2) * D          # element offset of (b, p0, n2, 0)
+            if paged:                                         # (page, p0 % page_size, n2, 0)
+                page = tbl.get_value(p0 // t.page_size)
+                row = ((page * t.page_size + p0 % t.page_size) * N2 + n2) * D
+            else:
+                row = ((b * t.max_len + p0) * N2 + n2) * D      # element offset of (b, p0, n2, 0)
             gap = (N2 - 1) * D * t.kv_itemsize // 32           # 32-byte blocks between rows in GM
             params = DataCopyParams(s, D * t.kv_itemsize // 32, gap, 0)
             kt, vt = k_que.alloc_tensor(kv_dtype), v_que.alloc_tensor(kv_dtype)
@@ -234,10 +263,11 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
 
 @npu_kernel(block_classes=decode_block_classes)
 def decode_attention_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm: GlobalTensor, anti_gm,
-                            out_gm: GlobalTensor, lse_gm, tiling_bytes: bytes, sync=None):
+                            out_gm: GlobalTensor, lse_gm, tiling_bytes: bytes, sync=None, table_gm=None):
     """v1 / v2 / v4 step 1 / v5 (the tiling says which). ``anti_gm``: v5's float32
     [4, N2, D] (k_scale, k_offset, v_scale, v_offset) for int8 K/V, else None. ``out_gm``: [tasks, G, D] float32 — the final
     output when splits = 1 (task order is (b, n2) so it is [B, q_heads, D]), else the pieces'
-    normalised outputs; ``lse_gm``: [tasks, G] float32 log-sum-exp (v4) or None.
-    Listing: ``attention.cpp``."""
-    _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync)
+    normalised outputs; ``lse_gm``: [tasks, G] float32 log-sum-exp (v4) or None; ``table_gm``:
+    the block table [B, max_pages] int32 of a paged cache (tiling ``page_size`` > 0), else None.
+    Listing: ``attention.cpp`` (contiguous; the paged branch is not in the listing yet)."""
+    _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync, table_gm)

@@ -115,10 +115,34 @@ def _whole(name, v, lo):
     return int(v)
 
 
-def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
+def check_block_table(block_table, batch: int, num_pages: int, page_size: int, lens):
+    """A paged cache's block table [B, max_pages] (int page ids, -1 = none): every page a
+    sequence's first ``lens[b]`` positions use must be allocated and inside the cache's
+    ``num_pages`` (a device kernel would read whatever lies past the cache). Returns it as int32."""
+    table = _int_array("block_table", block_table, 2)
+    if table.shape[0] != batch or table.shape[1] < 1:
+        raise ValueError(f"block_table must be [num_seqs={batch}, max_pages >= 1], got {table.shape}")
+    max_len = table.shape[1] * page_size
+    if (lens > max_len).any():
+        raise ValueError(f"seq_lens {lens[lens > max_len].tolist()} are past the block table's {table.shape[1]} "
+                         f"pages x page_size {page_size} = {max_len} positions")
+    for b, n in enumerate(lens):
+        used = table[b, :-(-int(n) // page_size)]
+        bad = np.flatnonzero((used < 0) | (used >= num_pages))
+        if bad.size:
+            i = int(bad[0])
+            why = "no page allocated (-1)" if used[i] < 0 else f"page {used[i]} is past the cache's {num_pages} pages"
+            raise IndexError(f"block_table[{b}, {i}]: {why}, but sequence {b} has {int(n)} cached positions "
+                             f"(pages 0..{len(used) - 1} of its row are read); fix the table or the length")
+    return table.astype(np.int32)
+
+
+def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False, block_table=None):
     """q [B, q_heads, D] float32 (or float16); k_cache, v_cache [B, max_len, kv_heads, D] of one
-    dtype (float16 / float32; int8 when ``int8``, v5); seq_lens [B] in 1..max_len. Returns
-    ``(q, k, v, lens, G)``."""
+    dtype (float16 / float32; int8 when ``int8``, v5); seq_lens [B] in 1..max_len. Paged (a
+    ``block_table`` [B, max_pages]): the caches are [num_pages, page_size, kv_heads, D] and
+    max_len = max_pages · page_size (:func:`check_block_table`). Returns ``(q, k, v, lens, G)``,
+    and the int32 table as a sixth item when paged."""
     q = np.asarray(q)
     if q.ndim != 3:
         raise ValueError(f"q must be [num_seqs, q_heads, head_dim], got shape {q.shape}")
@@ -136,7 +160,13 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
         raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, float16 or float32"
                         + ("; int8 K/V take version='v5' with antiquant=(...)" if kd == np.int8 else ""))
     B, nq, D = q.shape
-    if ks[0] != B or ks[3] != D:
+    if block_table is not None:
+        if ks[3] != D:
+            raise ValueError(f"q is [{B}, {nq}, {D}] but the paged cache is {ks}: head_dim must match")
+        if ks[1] % 8 or ks[1] < 8:
+            raise ValueError(f"page_size={ks[1]} (the caches' second axis): a page must hold a multiple of 8 "
+                             "positions so a chunk of whole 32-byte score blocks fits in one page (vLLM uses 16)")
+    elif ks[0] != B or ks[3] != D:
         raise ValueError(f"q is [{B}, {nq}, {D}] but the cache is {ks}: num_seqs and head_dim must match")
     n2 = ks[2]
     if n2 < 1 or nq % n2:
@@ -145,7 +175,12 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
     lens = _int_array("seq_lens", seq_lens, 1)
     if lens.shape != (B,):
         raise ValueError(f"seq_lens must be [{B}], got {lens.shape}")
-    if (lens < 1).any() or (lens > ks[1]).any():
+    if (lens < 1).any():
+        raise ValueError(f"seq_lens must be >= 1 (attention needs at least one cached position), got {lens.tolist()}")
+    if block_table is not None:
+        table = check_block_table(block_table, B, ks[0], ks[1], lens)
+        return q, k_cache, v_cache, lens, nq // n2, table
+    if (lens > ks[1]).any():
         raise ValueError(f"seq_lens must be in 1..max_len={ks[1]} (attention needs at least one cached "
                          f"position), got {lens.tolist()}")
     return q, k_cache, v_cache, lens, nq // n2
