@@ -176,7 +176,8 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False, block_table=No
     if lens.shape != (B,):
         raise ValueError(f"seq_lens must be [{B}], got {lens.shape}")
     if (lens < 1).any():
-        raise ValueError(f"seq_lens must be >= 1 (attention needs at least one cached position), got {lens.tolist()}")
+        raise ValueError(f"seq_lens must be in 1..max_len (attention needs at least one cached position), "
+                         f"got {lens.tolist()}")
     if block_table is not None:
         table = check_block_table(block_table, B, ks[0], ks[1], lens)
         return q, k_cache, v_cache, lens, nq // n2, table
