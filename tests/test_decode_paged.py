@@ -50,7 +50,8 @@ def test_paged_matches_reference(seed, page_size, data, n2, g, d, dtype, version
     B = data.draw(st.integers(1, 4))
     lens = [max(1, x) for x in data.draw(st.lists(_near_pages(page_size), min_size=B, max_size=B))]
     q, k, v, lens, table = _paged(seed, lens, n2, g, d, page_size, dtype)
-    got = decode_attention(q, k, v, lens, version=version, block_table=table)
+    chunk = data.draw(st.sampled_from([c for c in (8, 16, 32) if page_size % c == 0]))   # < page: p0 % page
+    got = decode_attention(q, k, v, lens, version=version, block_table=table, chunk=chunk)
     ref = decode_attention_reference(q, k, v, lens, block_table=table)
     rtol, atol = TOLERANCE[np.dtype(dtype)]
     np.testing.assert_allclose(got.out, ref, rtol=rtol, atol=atol)
@@ -60,8 +61,8 @@ def test_paged_matches_reference(seed, page_size, data, n2, g, d, dtype, version
 def test_paged_equals_contiguous_on_the_same_data(version):
     q, k, v, lens, table = _paged(5, [16, 17, 31, 48], 2, 4, 64, 16, np.float16)
     kc, vc = paged_to_contiguous(k, table, lens), paged_to_contiguous(v, table, lens)
-    paged = decode_attention(q, k, v, lens, version=version, block_table=table, chunk=16)
-    flat = decode_attention(q, kc, vc, lens, version=version, chunk=16)
+    paged = decode_attention(q, k, v, lens, version=version, block_table=table, chunk=8)   # two chunks a page
+    flat = decode_attention(q, kc, vc, lens, version=version, chunk=8)
     np.testing.assert_array_equal(paged.out, flat.out)          # same arithmetic, other addresses
     assert paged.kv_bytes == flat.kv_bytes
 

@@ -42,10 +42,12 @@ import numpy as np
 
 from ...lang import (BrcbRepeatParams, DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, GlobalTensor, TBuf, TPosition, TQue,
                      npu_kernel)
-from ...lang.vector import BinaryRepeatParams
+from ...lang.vector import BinaryRepeatParams, CopyRepeatParams, UnaryRepeatParams
 from .tiling import MAX_REPEAT, DecodeTiling, reduce_tmp_bytes, table_ub_bytes
 
 NEG_BIG = -3.0e38
+#: bit mask of the even 16-bit lanes (the low halves of 32-bit words, little-endian)
+EVEN_LANES = 0x5555555555555555
 #: rows per level-0 instruction: at most 255 repeats, and a multiple of 8 so each piece of the
 #: score row starts on a 32-byte block
 ROWS = MAX_REPEAT // 8 * 8      # the "−inf" of an empty piece, finite so exp(NEG_BIG − m) = 0 without NaN
@@ -80,6 +82,7 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
     t, lens = DecodeTiling.unpack_with(tiling_bytes)
     G, D, c, N2 = t.group, t.head_dim, t.chunk, t.kv_heads
     kv_dtype = k_gm.dtype
+    bf16 = kv_dtype == np.uint16                # bfloat16 K/V, stored as their bits (lang.tensor)
     slabs = D // 64
     pipe = ctx.pipe
     q_que, out_que = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
@@ -92,7 +95,8 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
     for name, nbytes in (("acc", G * D * 4), ("prod", c * D * 4), ("scores", c * 4), ("part", c * 4),
                          ("pb", c * 32), ("red", 256), ("tmp", reduce_tmp_bytes(c)), ("lse", max(32, -(-G // 8) * 32))) \
             + ((("kf", c * D * 4), ("vf", c * D * 4)) if t.kv_itemsize != 4 else ()) \
-            + ((("half", c * D * 2),) if t.kv_itemsize == 1 else ()):
+            + ((("half", c * D * 2),) if t.kv_itemsize == 1 else ()) \
+            + ((("q_perm", G * D * 4), ("perm", D * 4), ("unperm", D * 4)) if bf16 else ()):
         bufs[name] = TBuf(TPosition.VECCALC)
         pipe.init_buffer(bufs[name], nbytes, name=name)
     if t.kv_itemsize == 1:          # v5: per-channel scale and offset rows of this task's KV head
@@ -105,6 +109,22 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
         tbl = tbl_buf.get(np.int32)
     acc, prod, scores, part = (bufs[n].get(np.float32) for n in ("acc", "prod", "scores", "part"))
     pb, red, tmp, lse_ub = (bufs[n].get(np.float32) for n in ("pb", "red", "tmp", "lse"))
+    if bf16:
+        # the byte offsets that de-interleave q into [even dims | odd dims] (the order the widened
+        # K/V rows come in), and the ones that put the output back
+        perm = bufs["perm"].get(np.int32)
+        ctx.arith_progression(perm, 0, 8, D // 2)
+        ctx.arith_progression(perm[D // 2], 4, 8, D // 2)
+        perm = perm.reinterpret_cast(np.uint32)
+        unperm = bufs["unperm"].get(np.uint32)
+        ctx.scalar("bf16 output order: unperm[i] = (i // 2 + (D / 2 if i odd)) * 4", ops=D)
+        for i in range(D):
+            unperm.set_value(i, (i // 2 + (D // 2 if i % 2 else 0)) * 4)
+        if "S_V" in sync:
+            ev = pipe.fetch_event_id("S_V")                       # the table is written: V may Gather
+            ctx.set_flag("S_V", ev)
+            ctx.wait_flag("S_V", ev)
+        q_perm = bufs["q_perm"].get(np.float32)
     first = ctx.get_block_idx() * t.tasks_per_block
     mine = range(first, min(t.tasks, first + t.tasks_per_block))
     for j in ctx.tile_loop(len(mine), key=lambda j: (task_range(t, lens, mine[j])[3], j == 0)):
@@ -126,6 +146,11 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
         ctx.data_copy(qt, q_gm[head0 * D], G * D)
         q_que.enque(qt)
         qt = q_que.deque(np.float32)
+        qs = qt
+        if bf16:                                   # q in the widened K rows' order
+            for g in range(G):
+                ctx.gather(q_perm[g * D], qt, perm, g * D * 4, D)
+            qs = q_perm
         ctx.duplicate(acc, 0.0, G * D)                         # an empty piece's output is 0
         if t.kv_itemsize == 1:
             anti = anti_que.alloc_tensor(np.float32)
@@ -168,6 +193,22 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
                                     BinaryRepeatParams(1, 1, 1, D // 8, D // 8, 0))
                             ctx.mul(dst[at], dst[at], anti[base + sl * 64], 64, n,
                                     BinaryRepeatParams(1, 1, 1, D // 8, D // 8, 0))
+            elif bf16:
+                # bfloat16 -> float32 by bits (a bfloat16 is a float32's upper half): word w of a row
+                # holds dims 2w (low half) and 2w+1 (high half); ShiftLeft 16 makes dim 2w a float32,
+                # zeroing the low halves (Duplicate, bit mask on even lanes) leaves dim 2w+1 one.
+                # Row r of kf / vf is then [dims 0, 2, 4, ... | dims 1, 3, 5, ...]
+                kf, vf = bufs["kf"].get(np.float32), bufs["vf"].get(np.float32)
+                h = D // 2
+                for src, dst in ((kt, kf), (vt, vf)):
+                    w, d32 = src.reinterpret_cast(np.uint32), dst.reinterpret_cast(np.uint32)
+                    for r0 in range(0, s, ROWS):
+                        n = min(ROWS, s - r0)
+                        ctx.shift_left(d32[r0 * D], w[r0 * h], 16, h, n, UnaryRepeatParams(1, 1, D // 8, D // 16))
+                    ctx.duplicate(src, 0, [EVEN_LANES, EVEN_LANES], -(-s * D // 128), 1, 8)
+                    for r0 in range(0, s, ROWS):
+                        n = min(ROWS, s - r0)
+                        ctx.copy(d32[r0 * D + h], w[r0 * h], h, n, CopyRepeatParams(1, 1, D // 8, D // 16))
             elif t.kv_itemsize != 4:
                 kf, vf = bufs["kf"].get(np.float32), bufs["vf"].get(np.float32)
                 ctx.cast(kf, kt, "CAST_NONE", s * D)
@@ -182,7 +223,7 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
                 for r0 in range(0, s, ROWS):
                     n = min(ROWS, s - r0)
                     for sl in range(slabs):
-                        ctx.mul(prod[r0 * D + sl * 64], kf[r0 * D + sl * 64], qt[g * D + sl * 64], 64, n,
+                        ctx.mul(prod[r0 * D + sl * 64], kf[r0 * D + sl * 64], qs[g * D + sl * 64], 64, n,
                                 BinaryRepeatParams(1, 1, 1, D // 8, D // 8, 0))
                         ctx.whole_reduce_sum(scores[r0] if sl == 0 else part[r0], prod[r0 * D + sl * 64], 64,
                                              n, 1, 1, D // 8)
@@ -240,7 +281,11 @@ def _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, s
         ot = out_que.alloc_tensor(np.float32)
         for g in range(G):
             inv = ctx.scalar("1 / l", ops=1, compute=lambda g=g: 1.0 / l[g] if l[g] > 0 else 0.0)
-            ctx.muls(ot[g * D], acc[g * D], float(inv or 0.0), D)      # 0 for an empty FlashDecode piece
+            if bf16:                                               # scale, then back to dims 0, 1, 2, ...
+                ctx.muls(acc[g * D], acc[g * D], float(inv or 0.0), D)
+                ctx.gather(ot[g * D], acc, unperm, g * D * 4, D)
+            else:
+                ctx.muls(ot[g * D], acc[g * D], float(inv or 0.0), D)  # 0 for an empty FlashDecode piece
         out_que.enque(ot)
         ot = out_que.deque(np.float32)
         ctx.data_copy(out_gm[task * G * D], ot, G * D)

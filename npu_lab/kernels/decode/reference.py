@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...lang import bfloat16_to_float
 from .quant import check_antiquant, dequantize_kv
 from .validate import check_append, check_attention, check_paged_append
 
@@ -66,6 +67,8 @@ def decode_attention_reference(q, k_cache, v_cache, seq_lens, *, antiquant=None,
         check_attention(q, k_cache, v_cache, seq_lens, int8=antiquant is not None, block_table=block_table)
         k_cache, v_cache = (paged_to_contiguous(c, block_table, seq_lens) for c in (k_cache, v_cache))
     q, k_cache, v_cache, lens, g = check_attention(q, k_cache, v_cache, seq_lens, int8=antiquant is not None)
+    if np.asarray(k_cache).dtype == np.uint16:           # bfloat16 bits: the exact float values
+        k_cache, v_cache = bfloat16_to_float(k_cache), bfloat16_to_float(v_cache)
     if antiquant is not None:
         a = check_antiquant(antiquant, k_cache.shape[2], k_cache.shape[3])
         k_cache, v_cache = dequantize_kv(k_cache, a[0], a[1]), dequantize_kv(v_cache, a[2], a[3])

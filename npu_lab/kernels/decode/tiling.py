@@ -85,18 +85,20 @@ def table_ub_bytes(max_pages: int) -> int:
     return -(-max_pages * 4 // 32) * 32
 
 
-def ub_fixed_bytes(head_dim: int, group: int, max_pages: int = 0) -> int:
+def ub_fixed_bytes(head_dim: int, group: int, max_pages: int = 0, bf16: bool = False) -> int:
     """UB independent of the chunk: q [G, D], acc [G, D], out [G, D] (float32), reduce scratch
-    (sized for the largest chunk), the log-sum-exp row, and a paged cache's block-table row."""
+    (sized for the largest chunk), the log-sum-exp row, a paged cache's block-table row, and for
+    bfloat16 K/V the de-interleaved q [G, D] and its two Gather offset tables [D] (uint32)."""
     return 3 * group * head_dim * 4 + 256 + reduce_tmp_bytes(4088) + max(32, -(-group // 8) * 32) \
-        + 4 * head_dim * 4 + table_ub_bytes(max_pages)                    # v5's scale / offset rows
+        + 4 * head_dim * 4 + table_ub_bytes(max_pages) \
+        + ((group + 2) * head_dim * 4 if bf16 else 0)                    # v5's scale / offset rows
 
 
 def largest_chunk(hw: HardwareSpec, head_dim: int, itemsize: int, group: int, num_buffers: int,
-                  max_pages: int = 0) -> int:
+                  max_pages: int = 0, bf16: bool = False) -> int:
     """The most positions (a multiple of 8, at most 4095 = DataCopyParams.blockCount) a chunk may
     hold in ``hw.ub_usable_bytes``."""
-    free = hw.ub_usable_bytes - ub_fixed_bytes(head_dim, group, max_pages)
+    free = hw.ub_usable_bytes - ub_fixed_bytes(head_dim, group, max_pages, bf16)
     n = free // ub_bytes_per_position(head_dim, itemsize, group, num_buffers) // 8 * 8
     return int(min(n, 4088))
 
@@ -112,7 +114,8 @@ def flash_decode_splits(batch: int, kv_heads: int, max_seq_len: int, cores: int,
 
 def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize, hw: HardwareSpec, *,
                   version: str, chunk: int | None = None, splits: int | None = None,
-                  block_dim: int | None = None, page_size: int = 0, max_pages: int = 0) -> DecodeTiling:
+                  block_dim: int | None = None, page_size: int = 0, max_pages: int = 0,
+                  bf16: bool = False) -> DecodeTiling:
     """The tiling of one decode step. ``version``: "v1" (whole S2 in one chunk, one buffer —
     refused past :func:`largest_chunk`), "v2" (chunks, double-buffered), "v4" (v2 + FlashDecode
     split chosen by :func:`flash_decode_splits` unless ``splits`` is given).
@@ -130,7 +133,7 @@ def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize,
         raise ValueError("v1 reads the whole S2 as one contiguous chunk; a paged cache is read page by page: "
                          "use version='v2', 'v4' or 'v5' with block_table")
     if version == "v1":
-        limit = largest_chunk(hw, head_dim, itemsize, group, 1)
+        limit = largest_chunk(hw, head_dim, itemsize, group, 1, bf16=bf16)
         if longest > limit:
             raise ValueError(f"v1 keeps the whole S2 in the UB: {longest} positions x "
                              f"{ub_bytes_per_position(head_dim, itemsize, group, 1)} B do not fit "
@@ -139,7 +142,7 @@ def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize,
         c, nb, sp = -(-longest // 8) * 8, 1, 1
     else:
         nb = 2
-        limit = largest_chunk(hw, head_dim, itemsize, group, nb, max_pages)
+        limit = largest_chunk(hw, head_dim, itemsize, group, nb, max_pages, bf16)
         if page_size and chunk is None:
             c = max([d for d in range(8, min(limit, 512, page_size) + 1, 8) if page_size % d == 0], default=0)
         else:

@@ -8,8 +8,12 @@ import numbers
 
 import numpy as np
 
-#: K/V dtypes the kernels take (the simulator's vector API has float16 and float32; no bfloat16)
-KV_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+#: K/V dtypes the kernels take: float16, float32, and bfloat16 as its uint16 bits (numpy has no
+#: bfloat16: npu_lab.lang.float_to_bfloat16 makes the bits, bfloat16_to_float reads them)
+KV_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint16))
+#: query dtypes
+Q_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+_KV_NAMES = "float16, float32 or bfloat16 (uint16 bits from npu_lab.lang.float_to_bfloat16)"
 
 
 class KvCacheFullError(ValueError):
@@ -35,7 +39,7 @@ def _kv_pair(k_new, v_new, k_cache, v_cache):
         raise ValueError(f"k_cache and v_cache must both be 4-D of one shape; got {k_cache.shape} and {v_cache.shape}")
     for name, a in (("k_new", k_new), ("v_new", v_new), ("k_cache", k_cache), ("v_cache", v_cache)):
         if a.dtype not in KV_DTYPES:
-            raise TypeError(f"{name} is {a.dtype}; the kernels take float16 or float32 K/V")
+            raise TypeError(f"{name} is {a.dtype}; the kernels take {_KV_NAMES} K/V")
     if len({k_new.dtype, v_new.dtype, k_cache.dtype, v_cache.dtype}) != 1:
         raise TypeError(f"dtype mismatch: k_new {k_new.dtype}, v_new {v_new.dtype}, k_cache {k_cache.dtype}, "
                         f"v_cache {v_cache.dtype}; DataCopy does not convert — cast on the host first")
@@ -146,7 +150,7 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False, block_table=No
     q = np.asarray(q)
     if q.ndim != 3:
         raise ValueError(f"q must be [num_seqs, q_heads, head_dim], got shape {q.shape}")
-    if q.dtype not in KV_DTYPES:
+    if q.dtype not in Q_DTYPES:
         raise TypeError(f"q is {q.dtype}; pass float16 or float32")
     ks, vs = np.shape(k_cache), np.shape(v_cache)
     if len(ks) != 4 or ks != vs:
@@ -157,7 +161,7 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False, block_table=No
             raise TypeError(f"v5 (antiquant) takes int8 k_cache and v_cache, got {kd} and {vd}; "
                             "quantize_kv_int8 makes them")
     elif kd not in KV_DTYPES or kd != vd:
-        raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, float16 or float32"
+        raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, {_KV_NAMES}"
                         + ("; int8 K/V take version='v5' with antiquant=(...)" if kd == np.int8 else ""))
     B, nq, D = q.shape
     if block_table is not None:
