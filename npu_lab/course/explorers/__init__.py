@@ -30,12 +30,15 @@ message is also kept in ``.error`` (None after a successful update).
   circled (notebook 07); :func:`tile_latency_grid` and :func:`sweet_spot_heat_map`, the heat maps of
   the sweet spot over (S or E, tileS) (notebook 07);
 * :class:`GemmExplorer` -- the GEMM on the cube: M, N, K, base tile, version, K-split; the roofline
-  with the current run (notebook 09).
+  with the current run (notebook 09);
+* :class:`DecodeExplorer` -- one decode step: batch, context length, GQA group, the FlashDecode
+  split; v2 and the chosen version against the HBM roofline (notebook 11).
 
 No library module imports this one: dependencies point from the course to the library.
 """
 
 from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes
+from .decode import DecodeExplorer
 from .copy_cost import CopyCost, CopyCostExplorer, copy_cost, copy_cost_curve
 from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
@@ -47,4 +50,4 @@ from .ub_budget import UbBudgetExplorer, ub_breakdown
 
 __all__ = ["CopyCost", "CopyCostExplorer", "copy_cost", "copy_cost_curve", "MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
            "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown",
-           "tile_latency_grid", "sweet_spot_heat_map", "GemmExplorer"]
+           "tile_latency_grid", "sweet_spot_heat_map", "GemmExplorer", "DecodeExplorer"]
