@@ -214,3 +214,17 @@ def test_timing_only_jumps_over_heads_and_chunks_exactly(version, dtype):
         full = decode_attention(q, k, v, lens, **kw)
     cols = ["launch", "pipe", "name", "start_us", "end_us", "bytes"]
     assert timing.timeline.events()[cols].equals(full.timeline.events()[cols])
+
+
+def test_timing_only_exact_when_the_task_loop_jumps_over_chunk_jumps():
+    """One block, 8 tasks of 6 chunks: the task loop fast-forwards over periods that hold the chunk
+    loop's own fast-forwards (nested compressed events, sim.core.replicate_events)."""
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((4, 8, 64)).astype(np.float32)
+    k = rng.standard_normal((4, 48, 2, 64)).astype(np.float16)
+    kw = dict(version="v2", chunk=8, block_dim=1)
+    timing = decode_attention(q.shape, (k.shape, k.dtype), None, [48] * 4, timing_only=True, **kw)
+    full = decode_attention(q, k, k, [48] * 4, **kw)
+    cols = ["launch", "pipe", "name", "start_us", "end_us", "bytes"]
+    assert len(timing.timeline.events()) == len(full.timeline.events())
+    assert timing.timeline.events()[cols].equals(full.timeline.events()[cols])
