@@ -161,7 +161,11 @@ private:
                 vf = vt;
             }
         }
+        float corrPrev = 0.0f;
         for (int32_t g = 0; g < G; g++) {
+            if (g > 0) {
+                FoldIntoAcc(acc, prod, g - 1, ci, corrPrev);   // head g-1's P·V, before g reuses prod
+            }
             if (s8 > s) {
                 Duplicate(scores[s8 - 8], 0.0f, 8);           // Brcb reads whole groups of 8
             }
@@ -218,15 +222,23 @@ private:
             for (int32_t rows = s; rows > 1; rows -= rows / 2) {   // sum of the rows, a tree of Adds
                 Add(prod, prod, prod[(rows - rows / 2) * D], rows / 2 * D);
             }
-            if (ci == 0) {
-                Adds(acc[g * D], prod, 0.0f, D);
-            } else {
-                Muls(acc[g * D], acc[g * D], corr, D);
-                Add(acc[g * D], acc[g * D], prod, D);
-            }
+            corrPrev = corr;
         }
+        FoldIntoAcc(acc, prod, G - 1, ci, corrPrev);
         kQueue.FreeTensor(kt);
         vQueue.FreeTensor(vt);
+    }
+
+    // the online-softmax update of head g's accumulator: acc = acc * corr + P·V (P·V alone first)
+    __aicore__ inline void FoldIntoAcc(const LocalTensor<float>& acc, const LocalTensor<float>& prod, int32_t g,
+                                       int32_t ci, float c)
+    {
+        if (ci == 0) {
+            Adds(acc[g * D], prod, 0.0f, D);
+        } else {
+            Muls(acc[g * D], acc[g * D], c, D);
+            Add(acc[g * D], acc[g * D], prod, D);
+        }
     }
 
     // int8 rows -> float: two Casts, then + offset and x scale per channel (rows of 64 columns)
