@@ -136,3 +136,10 @@ def test_paged_timing_only_and_fast_path_equal_full(version):
         assert other.timeline.total_us == fast.timeline.total_us
         assert other.timeline.events()[cols].equals(fast.timeline.events()[cols])
     np.testing.assert_array_equal(full.out, fast.out)
+
+
+@pytest.mark.parametrize("kw", [dict(chunk=8.5), dict(splits="2"), dict(block_dim=0), dict(chunk=True)])
+def test_tiling_knobs_must_be_whole_numbers(kw):
+    q, k, v, lens, table = _paged(2, [40, 9], 2, 2, 64, 16, np.float16)
+    with pytest.raises(ValueError, match="whole number"):
+        decode_attention(q, k, v, lens, version="v4", **kw)

@@ -24,7 +24,7 @@ from .attention import decode_attention_kernel
 from .combine import CombineTiling, flash_decode_combine_kernel
 from .tiling import decode_tiling
 from .quant import check_antiquant
-from .validate import check_attention
+from .validate import _whole, check_attention
 
 #: (rtol, atol) of the kernels against the float64 reference, per K/V dtype
 TOLERANCE = {np.dtype(np.float32): (1e-5, 1e-5), np.dtype(np.float16): (2e-3, 2e-3),
@@ -83,6 +83,9 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
     page_size]``; every page a length reaches must be in the cache (checked before the launch).
     Returns :class:`DecodeResult`."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
+    for name, value in (("chunk", chunk), ("splits", splits), ("block_dim", block_dim)):
+        if value is not None:
+            _whole(name, value, 1)          # 1.5 or "8" would be truncated or fail deep inside
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS} (v3, cube + vector, waits for the cube issue), got {version!r}")
     if timing_only and isinstance(k_cache, tuple):
