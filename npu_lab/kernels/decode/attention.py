@@ -326,5 +326,5 @@ def decode_attention_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm: G
     output when splits = 1 (task order is (b, n2) so it is [B, q_heads, D]), else the pieces'
     normalised outputs; ``lse_gm``: [tasks, G] float32 log-sum-exp (v4) or None; ``table_gm``:
     the block table [B, max_pages] int32 of a paged cache (tiling ``page_size`` > 0), else None.
-    Listing: ``attention.cpp`` (contiguous; the paged branch is not in the listing yet)."""
+    Listing: ``attention.cpp`` (its bfloat16 path would Cast bfloat16_t -> float; see the module docstring)."""
     _kernel_body(ctx, q_gm, k_gm, v_gm, anti_gm, out_gm, lse_gm, tiling_bytes, sync, table_gm)
