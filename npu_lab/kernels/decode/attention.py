@@ -32,6 +32,15 @@ ids. Per task the block copies its sequence's table row into UB (DataCopyPad, th
 so the scalar unit may read it; S_MTE2 before the next task's row overwrites it); per chunk the
 scalar unit reads the chunk's page id (GetValue) and the DataCopy starts at row
 ``page * page_size + p0 % page_size``. The tiling keeps every chunk inside one page.
+
+bfloat16 K/V: numpy has no bfloat16, so the simulator keeps them as uint16 bits (lang.tensor) and
+has no bfloat16 Cast. The kernel widens them by their bits instead (a bfloat16 is the upper half of
+a float32): ShiftLeft 16 of each 32-bit word gives the even dims, a Duplicate of 0 under an
+even-lane bit mask leaves the odd ones, Copy places both halves in a row ([even dims | odd dims]);
+q is gathered into that order once per task and the output gathered back (Gather, byte offsets
+from ArithProgression and a table the scalar unit writes once per block). Exact, and two or three
+vector instructions where the device's ``Cast<float, bfloat16_t>`` (类型转换/Cast.md) is one — the
+C++ listing's ``sizeof(T) == 2`` branch is that Cast.
 """
 
 from __future__ import annotations
