@@ -167,7 +167,14 @@ def bench_decode() -> None:
                                     version="v2", timing_only=True)
     r = step()
     row("timing-only decode step", median_seconds(step, repeats=3) * 1e3, "ms")
+    cpu = time.process_time()
+    step()
+    row("  the same, CPU time (what load does not inflate)", (time.process_time() - cpu) * 1e3, "ms")
     row("simulated step", r.timeline.total_us, "us", f"HBM roofline {r.roofline_us:.0f} us, {r.achieved:.1%}")
+    table = np.arange(64 * 512).reshape(64, 512)          # pages of 16 positions, 8K per sequence
+    paged = lambda: decode_attention((64, 64, 128), ((64 * 512, 16, 8, 128), np.uint16), None, lens,  # noqa: E731
+                                     version="v2", block_table=table, timing_only=True)
+    row("timing-only step, paged (16-position pages) bf16", median_seconds(paged, repeats=3) * 1e3, "ms")
     rng = np.random.default_rng(0)
     q = rng.standard_normal((4, 16, 128)).astype(np.float32)
     k, v = (rng.standard_normal((4, 256, 2, 128)).astype(np.float16) for _ in range(2))

@@ -190,3 +190,41 @@ def test_flash_decode_sweep_splits_only_below_the_threshold_and_pays_there():
     assert (df.splits[below] > 1).all() and (df.splits[~below] == 1).all()
     assert (df.speedup[below] > 1).all()
     assert (df.v2_us[~below] == df.v4_us[~below]).all()          # no split: v4 is v2
+
+
+@pytest.mark.parametrize("version, dtype", [("v2", np.float16), ("v4", np.float32), ("v5", np.int8),
+                                            ("v2", np.uint16)])
+def test_timing_only_jumps_over_heads_and_chunks_exactly(version, dtype):
+    """G = 8 heads and 6 chunks a task: the timing-only run fast-forwards both loops (tile_loop
+    needs >= 4 iterations) and must still give the full run's timeline event for event."""
+    rng = np.random.default_rng(8)
+    B, n2, g, d, L = 3, 2, 8, 128, 48
+    q = rng.standard_normal((B, n2 * g, d)).astype(np.float32)
+    k, v = (rng.integers(-100, 100, (B, L, n2, d)).astype(np.int8) if dtype == np.int8 else
+            rng.standard_normal((B, L, n2, d)).astype(np.float32 if dtype == np.uint16 else dtype)
+            for _ in range(2))
+    if dtype == np.uint16:
+        from npu_lab.lang import float_to_bfloat16
+        k, v = float_to_bfloat16(k), float_to_bfloat16(v)
+    anti = tuple(np.full((n2, d), x, np.float32) for x in (0.01, 0.5, 0.02, -0.5)) if dtype == np.int8 else None
+    lens = [48, 48, 41]
+    kw = dict(version=version, chunk=8, antiquant=anti)
+    timing = decode_attention(q.shape, (k.shape, k.dtype), None, lens, timing_only=True, **kw)
+    with full_timing_every_block():
+        full = decode_attention(q, k, v, lens, **kw)
+    cols = ["launch", "pipe", "name", "start_us", "end_us", "bytes"]
+    assert timing.timeline.events()[cols].equals(full.timeline.events()[cols])
+
+
+def test_timing_only_exact_when_the_task_loop_jumps_over_chunk_jumps():
+    """One block, 8 tasks of 6 chunks: the task loop fast-forwards over periods that hold the chunk
+    loop's own fast-forwards (nested compressed events, sim.core.replicate_events)."""
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((4, 8, 64)).astype(np.float32)
+    k = rng.standard_normal((4, 48, 2, 64)).astype(np.float16)
+    kw = dict(version="v2", chunk=8, block_dim=1)
+    timing = decode_attention(q.shape, (k.shape, k.dtype), None, [48] * 4, timing_only=True, **kw)
+    full = decode_attention(q, k, k, [48] * 4, **kw)
+    cols = ["launch", "pipe", "name", "start_us", "end_us", "bytes"]
+    assert len(timing.timeline.events()) == len(full.timeline.events())
+    assert timing.timeline.events()[cols].equals(full.timeline.events()[cols])

@@ -430,12 +430,19 @@ class CoreState:
         """Append ``copies`` copies of the events from index ``first`` on, each shifted by
         another ``period`` cycles (a fast-forwarded steady-state loop). Stored compressed."""
         self._flush()
-        # the period's events lie in the plain segments after the last compressed one
-        last = max((k for k, seg in enumerate(self._segments) if seg[2] != 0), default=-1)
-        head = self._segments[:last + 1]
-        plain = self._segments[last + 1:]
-        offset = sum(len(cols[0]) * c for cols, c, _ in head)
-        cols = tuple(np.concatenate(c) for c in zip(*(seg[0] for seg in plain)))
+        # the segments wholly before the period stay; the rest are made plain (a nested loop's
+        # compressed copies inside the period expanded, shifted), cut at ``first``, and the period
+        # stored once plain and ``copies`` times compressed
+        offset, k = 0, len(self._segments)
+        for i, (cols, c, _) in enumerate(self._segments):
+            if offset + len(cols[0]) * c > first:
+                k = i
+                break
+            offset += len(cols[0]) * c
+        head, tail = self._segments[:k], self._segments[k:]
+        if not tail:
+            return
+        cols = tuple(np.concatenate(c) for c in zip(*(_expand_segment(*seg) for seg in tail)))
         cut = first - offset
         before = tuple(c[:cut] for c in cols)
         period_events = tuple(c[cut:] for c in cols)
@@ -464,6 +471,19 @@ class CoreState:
         return BlockTrace(list(self._segments), self.hbm_read_bytes, self.hbm_write_bytes,
                           self.vector_repeats, float(duration), self.scalar_drains,
                           float(self.scalar_drain_cycles))
+
+
+def _expand_segment(cols, copies, period) -> tuple:
+    """A stored segment as plain columns: compressed copies tiled, each shifted by 1, 2, ... periods
+    (start, end and ready times: columns 2, 3, 7)."""
+    if period == 0:
+        return cols
+    n = len(cols[0])
+    shift = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
+    rep = [np.tile(c, copies) for c in cols]
+    for j in (2, 3, 7):
+        rep[j] = rep[j] + shift
+    return tuple(rep)
 
 
 def _whole(cycles: float) -> float:

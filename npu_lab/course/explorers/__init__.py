@@ -33,11 +33,14 @@ message is also kept in ``.error`` (None after a successful update).
   with the current run (notebook 09);
 * :class:`RoutingExplorer` -- a model's router on a few tokens: chosen experts, load, capacity drops;
   :class:`MoeLayerExplorer` -- the MoE layer's stage times against the number of tokens (notebook 14).
+* :class:`DecodeExplorer` -- one decode step: batch, context length, GQA group, the FlashDecode
+  split; v2 and the chosen version against the HBM roofline (notebook 11).
 
 No library module imports this one: dependencies point from the course to the library.
 """
 
 from ._base import ARTICLE_UB_BYTES, FUSED_VERSIONS, MOE_CHIPS, minimum_hbm_bytes
+from .decode import DecodeExplorer
 from .copy_cost import CopyCost, CopyCostExplorer, copy_cost, copy_cost_curve
 from .discrete_chain import DiscreteChainExplorer
 from .double_buffer import DoubleBufferExplorer
@@ -52,7 +55,7 @@ from .ub_budget import UbBudgetExplorer, ub_breakdown
 __all__ = ["CopyCost", "CopyCostExplorer", "copy_cost", "copy_cost_curve", "MOE_CHIPS", "FUSED_VERSIONS", "ARTICLE_UB_BYTES", "TileSweepExplorer", "UbBudgetExplorer",
            "DiscreteChainExplorer", "DoubleBufferExplorer", "FastExpExplorer", "TuningExplorer", "minimum_hbm_bytes", "ub_breakdown",
            "tile_latency_grid", "sweet_spot_heat_map", "GemmExplorer",
-           "MoeLayerExplorer", "RoutingExplorer"]
+           "MoeLayerExplorer", "RoutingExplorer", "DecodeExplorer"]
 
 # notebook 12 (issue 19): sparse KV compression
 from .sparse import SparseKvExplorer  # noqa: E402

@@ -1,6 +1,8 @@
 """LLM decode on the vector core (issue 18): the KV-cache append (contiguous and paged) and decode
 attention built like CANN's IncreFlashAttention (v1 whole S2 in the UB, v2 online softmax over
 chunks, v4 FlashDecode split-KV + log-sum-exp combine, v5 int8 KV with antiquant), with the memory-bound roofline.
+K/V may be float16, float32, bfloat16 (uint16 bits, ``npu_lab.lang.float_to_bfloat16``) or int8 (v5), and
+contiguous [B, max_len, N2, D] or paged [num_pages, page_size, N2, D] with ``block_table=`` (v2 / v4 / v5).
 
 Public names:
 

@@ -28,6 +28,7 @@ constexpr float NEG_BIG = -3.0e38f;      // an empty piece's log-sum-exp: exp(NE
 struct DecodeTiling {
     int32_t batch, kvHeads, group, headDim, maxLen, chunk, splits, splitLen, tasks, tasksPerBlock, kvItemsize,
         numBuffers;
+    int32_t pageSize, maxPages;   // paged KV: positions per page, block-table columns (0, 0: contiguous)
     int32_t seqLens[MAX_BATCH];
 };
 
@@ -69,7 +70,7 @@ public:
     __aicore__ inline KernelDecodeAttention() {}
 
     __aicore__ inline void Init(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR antiquant, GM_ADDR out, GM_ADDR lse,
-                                const DecodeTiling* tiling, TPipe* pipeIn)
+                                GM_ADDR blockTable, const DecodeTiling* tiling, TPipe* pipeIn)
     {
         t = tiling;
         pipe = pipeIn;
@@ -82,6 +83,7 @@ public:
         outGm.SetGlobalBuffer((__gm__ float*)out);
         lseGm.SetGlobalBuffer((__gm__ float*)lse);
         antiGm.SetGlobalBuffer((__gm__ float*)antiquant);
+        tableGm.SetGlobalBuffer((__gm__ int32_t*)blockTable);     // paged KV only (else nullptr)
         pipe->InitBuffer(qQueue, 1, G * D * sizeof(float));
         pipe->InitBuffer(outQueue, 1, G * D * sizeof(float));
         pipe->InitBuffer(kQueue, t->numBuffers, c * D * sizeof(T));
@@ -102,6 +104,10 @@ public:
             pipe->InitBuffer(halfBuf, c * D * sizeof(half));
             pipe->InitBuffer(antiQueue, 1, 4 * D * sizeof(float));
         }
+        if (t->pageSize > 0) {                                    // paged KV: one block-table row in UB
+            pipe->InitBuffer(tableBuf, (t->maxPages * sizeof(int32_t) + 31) / 32 * 32);
+            table = tableBuf.Get<int32_t>();
+        }
     }
 
     __aicore__ inline void Process()
@@ -109,7 +115,7 @@ public:
         int32_t first = GetBlockIdx() * t->tasksPerBlock;
         int32_t last = first + t->tasksPerBlock < t->tasks ? first + t->tasksPerBlock : t->tasks;
         for (int32_t task = first; task < last; task++) {
-            Task(task);
+            Task(task, task > first);
         }
     }
 
@@ -160,7 +166,11 @@ private:
                 vf = vt;
             }
         }
+        float corrPrev = 0.0f;
         for (int32_t g = 0; g < G; g++) {
+            if (g > 0) {
+                FoldIntoAcc(acc, prod, g - 1, ci, corrPrev);   // head g-1's P·V, before g reuses prod
+            }
             if (s8 > s) {
                 Duplicate(scores[s8 - 8], 0.0f, 8);           // Brcb reads whole groups of 8
             }
@@ -217,15 +227,23 @@ private:
             for (int32_t rows = s; rows > 1; rows -= rows / 2) {   // sum of the rows, a tree of Adds
                 Add(prod, prod, prod[(rows - rows / 2) * D], rows / 2 * D);
             }
-            if (ci == 0) {
-                Adds(acc[g * D], prod, 0.0f, D);
-            } else {
-                Muls(acc[g * D], acc[g * D], corr, D);
-                Add(acc[g * D], acc[g * D], prod, D);
-            }
+            corrPrev = corr;
         }
+        FoldIntoAcc(acc, prod, G - 1, ci, corrPrev);
         kQueue.FreeTensor(kt);
         vQueue.FreeTensor(vt);
+    }
+
+    // the online-softmax update of head g's accumulator: acc = acc * corr + P·V (P·V alone first)
+    __aicore__ inline void FoldIntoAcc(const LocalTensor<float>& acc, const LocalTensor<float>& prod, int32_t g,
+                                       int32_t ci, float c)
+    {
+        if (ci == 0) {
+            Adds(acc[g * D], prod, 0.0f, D);
+        } else {
+            Muls(acc[g * D], acc[g * D], c, D);
+            Add(acc[g * D], acc[g * D], prod, D);
+        }
     }
 
     // int8 rows -> float: two Casts, then + offset and x scale per channel (rows of 64 columns)
@@ -276,13 +294,26 @@ private:
         }
     }
 
-    __aicore__ inline void Task(int32_t task)
+    __aicore__ inline void Task(int32_t task, bool notFirst)
     {
         int32_t bn = task / t->splits, sp = task % t->splits;
         int32_t b = bn / t->kvHeads, n2 = bn % t->kvHeads;
         int32_t lo = sp * t->splitLen;
         int32_t hi = lo + t->splitLen < t->seqLens[b] ? lo + t->splitLen : t->seqLens[b];
         int32_t nPos = hi > lo ? hi - lo : 0;
+        if (t->pageSize > 0) {                                     // this sequence's page ids, for S
+            if (notFirst) {
+                TEventID eventSToMte2 = GetTPipePtr()->FetchEventID(HardEvent::S_MTE2);
+                SetFlag<HardEvent::S_MTE2>(eventSToMte2);          // S is done with the last row
+                WaitFlag<HardEvent::S_MTE2>(eventSToMte2);
+            }
+            DataCopyPad(table, tableGm[b * t->maxPages],
+                        DataCopyExtParams{1, static_cast<uint32_t>(t->maxPages * sizeof(int32_t)), 0, 0, 0},
+                        DataCopyPadExtParams<int32_t>{false, 0, 0, 0});
+            TEventID eventMte2ToS = GetTPipePtr()->FetchEventID(HardEvent::MTE2_S);
+            SetFlag<HardEvent::MTE2_S>(eventMte2ToS);
+            WaitFlag<HardEvent::MTE2_S>(eventMte2ToS);
+        }
         LocalTensor<float> q = qQueue.AllocTensor<float>();
         DataCopy(q, qGm[(b * G * t->kvHeads + n2 * G) * D], G * D);
         qQueue.EnQue(q);
@@ -303,7 +334,13 @@ private:
         for (int32_t ci = 0; lo + ci * c < lo + nPos; ci++) {
             int32_t p0 = lo + ci * c;
             int32_t s = lo + nPos - p0 < c ? lo + nPos - p0 : c;
-            int32_t row = ((b * t->maxLen + p0) * t->kvHeads + n2) * D;
+            int32_t row;
+            if (t->pageSize > 0) {                                 // a chunk never crosses a page
+                int32_t page = table.GetValue(p0 / t->pageSize);
+                row = ((page * t->pageSize + p0 % t->pageSize) * t->kvHeads + n2) * D;
+            } else {
+                row = ((b * t->maxLen + p0) * t->kvHeads + n2) * D;
+            }
             // s rows of D elements, (N2 - 1) * D elements apart in GM (DataCopyParams in 32-byte blocks)
             DataCopyParams params{static_cast<uint16_t>(s), static_cast<uint16_t>(D * sizeof(T) / 32),
                                   static_cast<uint16_t>((t->kvHeads - 1) * D * sizeof(T) / 32), 0};
@@ -320,7 +357,10 @@ private:
     TPipe* pipe;
     TQue<TPosition::VECIN, 1> qQueue, kQueue, vQueue;
     TQue<TPosition::VECOUT, 1> outQueue;
-    TBuf<TPosition::VECCALC> accBuf, prodBuf, scoresBuf, partBuf, pbBuf, redBuf, tmpBuf, lseBuf, kfBuf, vfBuf, halfBuf;
+    TBuf<TPosition::VECCALC> accBuf, prodBuf, scoresBuf, partBuf, pbBuf, redBuf, tmpBuf, lseBuf, kfBuf, vfBuf, halfBuf,
+        tableBuf;
+    LocalTensor<int32_t> table;
+    GlobalTensor<int32_t> tableGm;
     TQue<TPosition::VECIN, 1> antiQueue;
     LocalTensor<float> anti;
     GlobalTensor<float> qGm, outGm, lseGm, antiGm;
@@ -334,27 +374,28 @@ public:
 };
 
 extern "C" __global__ __aicore__ void decode_attention(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR antiquant,
-                                                       GM_ADDR out, GM_ADDR lse, GM_ADDR workspace, GM_ADDR tiling)
+                                                       GM_ADDR out, GM_ADDR lse, GM_ADDR blockTable,
+                                                       GM_ADDR workspace, GM_ADDR tiling)
 {
     REGISTER_TILING_DEFAULT(DecodeTiling);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
     KernelDecodeAttention<DTYPE_K, false> op;            // float/half K/V (v1, v2) or int8 (v5)
-    op.Init(q, k, v, antiquant, out, lse, &tilingData, &pipe);
+    op.Init(q, k, v, antiquant, out, lse, blockTable, &tilingData, &pipe);
     op.SetScale(InvSqrt(static_cast<float>(tilingData.headDim)));   // 1/sqrt(D), once per launch
     op.Process();
 }
 
 // v4 step 1: the same tasks over S2 pieces; out and lse are the GM workspace of step 2
 extern "C" __global__ __aicore__ void decode_attention_split(GM_ADDR q, GM_ADDR k, GM_ADDR v, GM_ADDR antiquant,
-                                                             GM_ADDR out, GM_ADDR lse, GM_ADDR workspace,
-                                                             GM_ADDR tiling)
+                                                             GM_ADDR out, GM_ADDR lse, GM_ADDR blockTable,
+                                                             GM_ADDR workspace, GM_ADDR tiling)
 {
     REGISTER_TILING_DEFAULT(DecodeTiling);
     GET_TILING_DATA(tilingData, tiling);
     TPipe pipe;
     KernelDecodeAttention<DTYPE_K, true> op;
-    op.Init(q, k, v, antiquant, out, lse, &tilingData, &pipe);
+    op.Init(q, k, v, antiquant, out, lse, blockTable, &tilingData, &pipe);
     op.SetScale(InvSqrt(static_cast<float>(tilingData.headDim)));
     op.Process();
 }

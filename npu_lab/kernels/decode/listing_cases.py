@@ -21,7 +21,14 @@ def run_case(spec_version: str, hw, **case):
     lens = np.asarray(case.pop("lens"))
     n2, g, d = case.pop("kv_heads"), case.pop("group"), case.pop("head_dim")
     B = len(lens)
-    return decode_attention((B, n2 * g, d), ((B, int(lens.max()), n2, d), dtype), None, lens, hw=hw,
+    page_size = case.pop("page_size", 0)
+    if page_size:                       # paged: each sequence's pages in order, one after another
+        per = -(-int(lens.max()) // page_size)
+        case["block_table"] = np.arange(B * per).reshape(B, per)
+        shape = (B * per, page_size, n2, d)
+    else:
+        shape = (B, int(lens.max()), n2, d)
+    return decode_attention((B, n2 * g, d), (shape, dtype), None, lens, hw=hw,
                             antiquant=(tuple(np.ones((n2, d), np.float32) for _ in range(4)) if dtype == np.int8
                                        else None),
                             timing_only=True, block_dim=1, **case).timeline

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...lang import bfloat16_to_float
 from .quant import check_antiquant, dequantize_kv
 from .validate import check_append, check_attention, check_paged_append
 
@@ -43,13 +44,31 @@ def paged_kv_cache_append_reference(k_new, v_new, k_pages, v_pages, seq_ids, seq
     return k_out, v_out, lens
 
 
-def decode_attention_reference(q, k_cache, v_cache, seq_lens, *, antiquant=None, **_ignored):
+def paged_to_contiguous(pages, block_table, seq_lens):
+    """[num_pages, page_size, N2, D] through block_table [B, max_pages] → [B, max_pages·page_size,
+    N2, D] (positions past each length, and unallocated pages, are 0)."""
+    pages, table = np.asarray(pages), np.asarray(block_table)
+    ps = pages.shape[1]
+    out = np.zeros((table.shape[0], table.shape[1] * ps) + pages.shape[2:], pages.dtype)
+    for b, n in enumerate(seq_lens):
+        for i in range(-(-int(n) // ps)):
+            out[b, i * ps:(i + 1) * ps] = pages[table[b, i]]
+    return out
+
+
+def decode_attention_reference(q, k_cache, v_cache, seq_lens, *, antiquant=None, block_table=None, **_ignored):
     """float64 softmax(q·Kᵀ / sqrt(D)) · V per sequence and query head over the first
     ``seq_lens[b]`` cached positions; q head h reads KV head h // G (G = q_heads / kv_heads).
     Extra keyword arguments (``version``, ``hw``, ...) are accepted and ignored so the call
     matches :func:`~npu_lab.kernels.decode.decode_attention`. ``antiquant`` (v5): int8 caches
-    dequantised as (k + offset) · scale per channel first. Returns float64 [B, q_heads, D]."""
+    dequantised as (k + offset) · scale per channel first. ``block_table``: paged caches
+    [num_pages, page_size, N2, D], gathered page by page first. Returns float64 [B, q_heads, D]."""
+    if block_table is not None:
+        check_attention(q, k_cache, v_cache, seq_lens, int8=antiquant is not None, block_table=block_table)
+        k_cache, v_cache = (paged_to_contiguous(c, block_table, seq_lens) for c in (k_cache, v_cache))
     q, k_cache, v_cache, lens, g = check_attention(q, k_cache, v_cache, seq_lens, int8=antiquant is not None)
+    if np.asarray(k_cache).dtype == np.uint16:           # bfloat16 bits: the exact float values
+        k_cache, v_cache = bfloat16_to_float(k_cache), bfloat16_to_float(v_cache)
     if antiquant is not None:
         a = check_antiquant(antiquant, k_cache.shape[2], k_cache.shape[3])
         k_cache, v_cache = dequantize_kv(k_cache, a[0], a[1]), dequantize_kv(v_cache, a[2], a[3])

@@ -3,7 +3,8 @@ the memory-bound roofline of a decode step.
 
 Tolerances against :func:`~.reference.decode_attention_reference` (float64): float32 K/V
 ``atol = rtol = 1e-5``; float16 K/V ``atol = rtol = 2e-3`` — the float16 inputs are exact in both,
-the kernel accumulates in float32; int8 K/V (v5) ``1e-4`` against the reference of the *dequantised*
+the kernel accumulates in float32; bfloat16 K/V (uint16 bits) the same ``2e-3`` — widened to
+float32 exactly by their bits, so only the float32 arithmetic differs; int8 K/V (v5) ``1e-4`` against the reference of the *dequantised*
 cache (the error antiquant itself brings, against the float cache, is measured by
 :func:`antiquant_error`, not bounded here) (:data:`TOLERANCE`).
 """
@@ -23,11 +24,11 @@ from .attention import decode_attention_kernel
 from .combine import CombineTiling, flash_decode_combine_kernel
 from .tiling import decode_tiling
 from .quant import check_antiquant
-from .validate import check_attention
+from .validate import _whole, check_attention
 
 #: (rtol, atol) of the kernels against the float64 reference, per K/V dtype
 TOLERANCE = {np.dtype(np.float32): (1e-5, 1e-5), np.dtype(np.float16): (2e-3, 2e-3),
-             np.dtype(np.int8): (1e-4, 1e-4)}
+             np.dtype(np.uint16): (2e-3, 2e-3), np.dtype(np.int8): (1e-4, 1e-4)}   # uint16 = bfloat16 bits
 VERSIONS = ("v1", "v2", "v4", "v5")
 
 
@@ -68,7 +69,7 @@ def decode_roofline_us(seq_lens, kv_heads, head_dim, itemsize, hw: HardwareSpec 
 
 def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: HardwareSpec | str = "ascend-910b2",
                      chunk: int | None = None, splits: int | None = None, block_dim: int | None = None,
-                     antiquant=None, timing_only: bool = False, _sync=None) -> DecodeResult:
+                     antiquant=None, block_table=None, timing_only: bool = False, _sync=None) -> DecodeResult:
     """One decode step: q [B, q_heads, D], k_cache / v_cache [B, max_len, kv_heads, D] (float16
     or float32, one dtype), seq_lens [B] (1..max_len). ``version``: "v1" whole S2 in the UB,
     "v2" S2 in chunks with online softmax, "v4" FlashDecode (S2 split over cores when
@@ -76,8 +77,15 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
     (k_scale, k_offset, v_scale, v_offset) per channel [kv_heads, D] (:func:`.quant.quantize_kv_int8`),
     dequantised on load as (k + offset) · scale. ``block_dim``: blocks to spread the tasks over
     (default: the vector cores). In a timing-only run q, k_cache, v_cache may be
-    shape tuples (with the K/V dtype given as ``(shape, dtype)``). Returns :class:`DecodeResult`."""
+    shape tuples (with the K/V dtype given as ``(shape, dtype)``). ``block_table`` [B, max_pages]
+    (int page ids): paged K/V as vLLM and IFA's PageAttention keep them — the caches are
+    [num_pages, page_size, kv_heads, D], position p of sequence b in page ``block_table[b, p //
+    page_size]``; every page a length reaches must be in the cache (checked before the launch).
+    Returns :class:`DecodeResult`."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
+    for name, value in (("chunk", chunk), ("splits", splits), ("block_dim", block_dim)):
+        if value is not None:
+            _whole(name, value, 1)          # 1.5 or "8" would be truncated or fail deep inside
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS} (v3, cube + vector, waits for the cube issue), got {version!r}")
     if timing_only and isinstance(k_cache, tuple):
@@ -85,13 +93,21 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
         kc = vc = _Shape(kshape, kdtype)
         # the checks of a full run, on shapes: a zero-strided q of the right shape costs nothing
         qa = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), q_shape, (0,) * len(q_shape))
-        _, _, _, lens, G = check_attention(qa, kc, vc, seq_lens, int8=version == "v5" or kc.dtype == np.int8)
+        checked = check_attention(qa, kc, vc, seq_lens, int8=version == "v5" or kc.dtype == np.int8,
+                                  block_table=block_table)
     else:
         int8 = version == "v5" or np.asarray(k_cache).dtype == np.int8
-        qa, kc, vc, lens, G = check_attention(q, k_cache, v_cache, seq_lens, int8=int8)
-        q_shape = qa.shape
+        checked = check_attention(q, k_cache, v_cache, seq_lens, int8=int8, block_table=block_table)
+        q_shape = checked[0].shape
+        qa, kc, vc = checked[:3]
+    lens, G = checked[3], checked[4]
+    table = checked[5] if block_table is not None else None
     B, nq, D = q_shape
     _, max_len, N2, _ = kc.shape
+    page_size = max_pages = 0
+    if table is not None:
+        page_size, max_pages = max_len, table.shape[1]
+        max_len = page_size * max_pages
     if D % 64:
         raise ValueError(f"head_dim={D}: the vector kernels work in 64-float slabs (one repeat); use 64 or 128")
     itemsize = kc.dtype.itemsize
@@ -106,7 +122,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
     elif antiquant is not None:
         raise ValueError(f"antiquant is for int8 K/V (version='v5'); {version} reads {kc.dtype} K/V as they are")
     t = decode_tiling(B, N2, G, D, max_len, lens, itemsize, hw, version=version, chunk=chunk, splits=splits,
-                      block_dim=block_dim)
+                      block_dim=block_dim, page_size=page_size, max_pages=max_pages, bf16=kc.dtype == np.uint16)
     tb = t.pack_with(lens)
     gm = (lambda a, n: GlobalTensor.from_array(a, n, timing_only=True)) if timing_only else \
         (lambda a, n: GlobalTensor.from_array(np.ascontiguousarray(a), n))
@@ -120,8 +136,10 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
                               timing_only=timing_only)
     lse_gm = None if t.splits == 1 else GlobalTensor.empty(t.tasks * G, np.float32, "lse", timing_only=timing_only)
     anti_gm = None if anti is None else gm(anti, "antiquant")
+    table_gm = None if table is None else gm(table, "block_table")
     tl = launch(decode_attention_kernel, t.block_dim, q_gm, k_gm, v_gm, anti_gm, o_gm, lse_gm, tb, _sync, hw=hw,
-                timing_only=timing_only, name=f"decode_attention {version}")
+                timing_only=timing_only, name=f"decode_attention {version}" + (" paged" if table is not None else ""),
+                table_gm=table_gm)
     out_gm = o_gm
     if t.splits > 1:
         groups = B * N2

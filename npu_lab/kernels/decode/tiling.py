@@ -34,7 +34,8 @@ MAX_BATCH = 256
 class DecodeTiling(Int32Struct):
     """batch B, kv_heads N2, group G, head_dim D, max_len, chunk (positions per UB chunk), splits
     (S2 pieces per (b, n2); 1 without FlashDecode), split_len (positions per piece), tasks
-    (B·N2·splits), tasks_per_block, kv_itemsize (2 or 4), num_buffers (1 or 2)."""
+    (B·N2·splits), tasks_per_block, kv_itemsize (1, 2 or 4), num_buffers (1 or 2), page_size
+    (paged KV: positions per page, 0 = contiguous cache), max_pages (block-table columns)."""
 
     batch: int
     kv_heads: int
@@ -48,6 +49,8 @@ class DecodeTiling(Int32Struct):
     tasks_per_block: int
     kv_itemsize: int
     num_buffers: int
+    page_size: int = 0
+    max_pages: int = 0
 
     @property
     def block_dim(self) -> int:
@@ -77,17 +80,25 @@ def reduce_tmp_bytes(chunk: int) -> int:
     return max(256, -(-reduce_max_tmp_elements(chunk, 4, False) * 4 // 32) * 32)
 
 
-def ub_fixed_bytes(head_dim: int, group: int) -> int:
+def table_ub_bytes(max_pages: int) -> int:
+    """UB for one block-table row (int32 page ids, whole 32-byte blocks); 0 for a contiguous cache."""
+    return -(-max_pages * 4 // 32) * 32
+
+
+def ub_fixed_bytes(head_dim: int, group: int, max_pages: int = 0, bf16: bool = False) -> int:
     """UB independent of the chunk: q [G, D], acc [G, D], out [G, D] (float32), reduce scratch
-    (sized for the largest chunk), the log-sum-exp row."""
+    (sized for the largest chunk), the log-sum-exp row, a paged cache's block-table row, and for
+    bfloat16 K/V the de-interleaved q [G, D] and its two Gather offset tables [D] (uint32)."""
     return 3 * group * head_dim * 4 + 256 + reduce_tmp_bytes(4088) + max(32, -(-group // 8) * 32) \
-        + 4 * head_dim * 4                                                # v5's scale / offset rows
+        + 4 * head_dim * 4 + table_ub_bytes(max_pages) \
+        + ((group + 2) * head_dim * 4 if bf16 else 0)                    # v5's scale / offset rows
 
 
-def largest_chunk(hw: HardwareSpec, head_dim: int, itemsize: int, group: int, num_buffers: int) -> int:
+def largest_chunk(hw: HardwareSpec, head_dim: int, itemsize: int, group: int, num_buffers: int,
+                  max_pages: int = 0, bf16: bool = False) -> int:
     """The most positions (a multiple of 8, at most 4095 = DataCopyParams.blockCount) a chunk may
     hold in ``hw.ub_usable_bytes``."""
-    free = hw.ub_usable_bytes - ub_fixed_bytes(head_dim, group)
+    free = hw.ub_usable_bytes - ub_fixed_bytes(head_dim, group, max_pages, bf16)
     n = free // ub_bytes_per_position(head_dim, itemsize, group, num_buffers) // 8 * 8
     return int(min(n, 4088))
 
@@ -103,16 +114,26 @@ def flash_decode_splits(batch: int, kv_heads: int, max_seq_len: int, cores: int,
 
 def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize, hw: HardwareSpec, *,
                   version: str, chunk: int | None = None, splits: int | None = None,
-                  block_dim: int | None = None) -> DecodeTiling:
+                  block_dim: int | None = None, page_size: int = 0, max_pages: int = 0,
+                  bf16: bool = False) -> DecodeTiling:
     """The tiling of one decode step. ``version``: "v1" (whole S2 in one chunk, one buffer —
     refused past :func:`largest_chunk`), "v2" (chunks, double-buffered), "v4" (v2 + FlashDecode
-    split chosen by :func:`flash_decode_splits` unless ``splits`` is given)."""
+    split chosen by :func:`flash_decode_splits` unless ``splits`` is given).
+
+    Paged KV (``page_size`` > 0, a block table of ``max_pages`` columns): a chunk never crosses a
+    page (one DataCopy reads rows of one page, as IFA's PageAttention path copies per block), so
+    the chunk divides ``page_size`` (default: the largest multiple of 8 that divides it and fits)
+    and FlashDecode pieces start on a chunk. v1 (one contiguous chunk of the whole S2) refuses
+    paged K/V."""
     if batch > MAX_BATCH:
         raise ValueError(f"batch {batch} > {MAX_BATCH}: the tiling's length array holds {MAX_BATCH} sequences")
     longest = int(np.max(seq_lens))
     cores = hw.vector_cores if block_dim is None else int(block_dim)
+    if page_size and version == "v1":
+        raise ValueError("v1 reads the whole S2 as one contiguous chunk; a paged cache is read page by page: "
+                         "use version='v2', 'v4' or 'v5' with block_table")
     if version == "v1":
-        limit = largest_chunk(hw, head_dim, itemsize, group, 1)
+        limit = largest_chunk(hw, head_dim, itemsize, group, 1, bf16=bf16)
         if longest > limit:
             raise ValueError(f"v1 keeps the whole S2 in the UB: {longest} positions x "
                              f"{ub_bytes_per_position(head_dim, itemsize, group, 1)} B do not fit "
@@ -121,10 +142,16 @@ def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize,
         c, nb, sp = -(-longest // 8) * 8, 1, 1
     else:
         nb = 2
-        limit = largest_chunk(hw, head_dim, itemsize, group, nb)
-        c = min(limit, 512) if chunk is None else int(chunk)
+        limit = largest_chunk(hw, head_dim, itemsize, group, nb, max_pages, bf16)
+        if page_size and chunk is None:
+            c = max([d for d in range(8, min(limit, 512, page_size) + 1, 8) if page_size % d == 0], default=0)
+        else:
+            c = min(limit, 512) if chunk is None else int(chunk)
         if not 8 <= c <= limit or c % 8:
             raise ValueError(f"chunk must be a multiple of 8 in 8..{limit} (UB limit with double buffers), got {chunk!r}")
+        if page_size and page_size % c:
+            raise ValueError(f"chunk={c} must divide page_size={page_size}: a chunk is read from one page "
+                             "(a chunk crossing a page boundary would need two DataCopys from two pages)")
         if version == "v4":
             sp = flash_decode_splits(batch, kv_heads, longest, cores, c) if splits is None else int(splits)
             if sp < 1:
@@ -134,6 +161,9 @@ def decode_tiling(batch, kv_heads, group, head_dim, max_len, seq_lens, itemsize,
         else:
             raise ValueError(f"version must be 'v1', 'v2', 'v4' or 'v5', got {version!r}")
     split_len = -(-longest // sp)
+    if page_size:                       # pieces start on a chunk, so no chunk crosses a page
+        split_len = -(-split_len // c) * c
     tasks = batch * kv_heads * sp
     tpb = -(-tasks // min(cores, tasks))
-    return DecodeTiling(batch, kv_heads, group, head_dim, max_len, c, sp, split_len, tasks, tpb, itemsize, nb)
+    return DecodeTiling(batch, kv_heads, group, head_dim, max_len, c, sp, split_len, tasks, tpb, itemsize, nb,
+                        int(page_size), int(max_pages))

@@ -8,8 +8,12 @@ import numbers
 
 import numpy as np
 
-#: K/V dtypes the kernels take (the simulator's vector API has float16 and float32; no bfloat16)
-KV_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+#: K/V dtypes the kernels take: float16, float32, and bfloat16 as its uint16 bits (numpy has no
+#: bfloat16: npu_lab.lang.float_to_bfloat16 makes the bits, bfloat16_to_float reads them)
+KV_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.uint16))
+#: query dtypes
+Q_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+_KV_NAMES = "float16, float32 or bfloat16 (uint16 bits from npu_lab.lang.float_to_bfloat16)"
 
 
 class KvCacheFullError(ValueError):
@@ -35,7 +39,7 @@ def _kv_pair(k_new, v_new, k_cache, v_cache):
         raise ValueError(f"k_cache and v_cache must both be 4-D of one shape; got {k_cache.shape} and {v_cache.shape}")
     for name, a in (("k_new", k_new), ("v_new", v_new), ("k_cache", k_cache), ("v_cache", v_cache)):
         if a.dtype not in KV_DTYPES:
-            raise TypeError(f"{name} is {a.dtype}; the kernels take float16 or float32 K/V")
+            raise TypeError(f"{name} is {a.dtype}; the kernels take {_KV_NAMES} K/V")
     if len({k_new.dtype, v_new.dtype, k_cache.dtype, v_cache.dtype}) != 1:
         raise TypeError(f"dtype mismatch: k_new {k_new.dtype}, v_new {v_new.dtype}, k_cache {k_cache.dtype}, "
                         f"v_cache {v_cache.dtype}; DataCopy does not convert — cast on the host first")
@@ -115,14 +119,38 @@ def _whole(name, v, lo):
     return int(v)
 
 
-def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
+def check_block_table(block_table, batch: int, num_pages: int, page_size: int, lens):
+    """A paged cache's block table [B, max_pages] (int page ids, -1 = none): every page a
+    sequence's first ``lens[b]`` positions use must be allocated and inside the cache's
+    ``num_pages`` (a device kernel would read whatever lies past the cache). Returns it as int32."""
+    table = _int_array("block_table", block_table, 2)
+    if table.shape[0] != batch or table.shape[1] < 1:
+        raise ValueError(f"block_table must be [num_seqs={batch}, max_pages >= 1], got {table.shape}")
+    max_len = table.shape[1] * page_size
+    if (lens > max_len).any():
+        raise ValueError(f"seq_lens {lens[lens > max_len].tolist()} are past the block table's {table.shape[1]} "
+                         f"pages x page_size {page_size} = {max_len} positions")
+    for b, n in enumerate(lens):
+        used = table[b, :-(-int(n) // page_size)]
+        bad = np.flatnonzero((used < 0) | (used >= num_pages))
+        if bad.size:
+            i = int(bad[0])
+            why = "no page allocated (-1)" if used[i] < 0 else f"page {used[i]} is past the cache's {num_pages} pages"
+            raise IndexError(f"block_table[{b}, {i}]: {why}, but sequence {b} has {int(n)} cached positions "
+                             f"(pages 0..{len(used) - 1} of its row are read); fix the table or the length")
+    return table.astype(np.int32)
+
+
+def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False, block_table=None):
     """q [B, q_heads, D] float32 (or float16); k_cache, v_cache [B, max_len, kv_heads, D] of one
-    dtype (float16 / float32; int8 when ``int8``, v5); seq_lens [B] in 1..max_len. Returns
-    ``(q, k, v, lens, G)``."""
+    dtype (float16 / float32; int8 when ``int8``, v5); seq_lens [B] in 1..max_len. Paged (a
+    ``block_table`` [B, max_pages]): the caches are [num_pages, page_size, kv_heads, D] and
+    max_len = max_pages · page_size (:func:`check_block_table`). Returns ``(q, k, v, lens, G)``,
+    and the int32 table as a sixth item when paged."""
     q = np.asarray(q)
     if q.ndim != 3:
         raise ValueError(f"q must be [num_seqs, q_heads, head_dim], got shape {q.shape}")
-    if q.dtype not in KV_DTYPES:
+    if q.dtype not in Q_DTYPES:
         raise TypeError(f"q is {q.dtype}; pass float16 or float32")
     ks, vs = np.shape(k_cache), np.shape(v_cache)
     if len(ks) != 4 or ks != vs:
@@ -133,10 +161,16 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
             raise TypeError(f"v5 (antiquant) takes int8 k_cache and v_cache, got {kd} and {vd}; "
                             "quantize_kv_int8 makes them")
     elif kd not in KV_DTYPES or kd != vd:
-        raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, float16 or float32"
+        raise TypeError(f"k_cache ({kd}) and v_cache ({vd}) must be one dtype, {_KV_NAMES}"
                         + ("; int8 K/V take version='v5' with antiquant=(...)" if kd == np.int8 else ""))
     B, nq, D = q.shape
-    if ks[0] != B or ks[3] != D:
+    if block_table is not None:
+        if ks[3] != D:
+            raise ValueError(f"q is [{B}, {nq}, {D}] but the paged cache is {ks}: head_dim must match")
+        if ks[1] % 8 or ks[1] < 8:
+            raise ValueError(f"page_size={ks[1]} (the caches' second axis): a page must hold a multiple of 8 "
+                             "positions so a chunk of whole 32-byte score blocks fits in one page (vLLM uses 16)")
+    elif ks[0] != B or ks[3] != D:
         raise ValueError(f"q is [{B}, {nq}, {D}] but the cache is {ks}: num_seqs and head_dim must match")
     n2 = ks[2]
     if n2 < 1 or nq % n2:
@@ -145,7 +179,13 @@ def check_attention(q, k_cache, v_cache, seq_lens, *, int8=False):
     lens = _int_array("seq_lens", seq_lens, 1)
     if lens.shape != (B,):
         raise ValueError(f"seq_lens must be [{B}], got {lens.shape}")
-    if (lens < 1).any() or (lens > ks[1]).any():
+    if (lens < 1).any():
+        raise ValueError(f"seq_lens must be in 1..max_len (attention needs at least one cached position), "
+                         f"got {lens.tolist()}")
+    if block_table is not None:
+        table = check_block_table(block_table, B, ks[0], ks[1], lens)
+        return q, k_cache, v_cache, lens, nq // n2, table
+    if (lens > ks[1]).any():
         raise ValueError(f"seq_lens must be in 1..max_len={ks[1]} (attention needs at least one cached "
                          f"position), got {lens.tolist()}")
     return q, k_cache, v_cache, lens, nq // n2
