@@ -57,12 +57,17 @@ def test_wrong_kernels_fail_naming_the_output(solution_cell, old, new, says):
 
 
 def test_capstone_cells_notebook():
-    nb = nbformat.read(ROOT / "instructor" / "capstone_cells_tmp.ipynb", as_version=4)
-    kinds = [c.cell_type for c in nb.cells]
+    """Notebook 14 ends with the capstone: its heading, the skeleton with a solution region, and
+    the check cell with hidden tests (instructor notebooks are committed without outputs)."""
+    nb = nbformat.read(ROOT / "instructor" / "14_production_routing.ipynb", as_version=4)
+    start = next(i for i, c in enumerate(nb.cells)
+                 if c.cell_type == "markdown" and c.source.startswith("## Capstone"))
+    cells = nb.cells[start:]
+    kinds = [c.cell_type for c in cells]
     assert kinds[0] == "markdown" and "code" in kinds
-    text = "\n".join(c.source for c in nb.cells)
+    text = "\n".join(c.source for c in cells)
     assert "### BEGIN SOLUTION" in text and "### BEGIN HIDDEN TESTS" in text
     assert 'check_kernel(my_router, "14.router")' in text
-    for c in nb.cells:
+    for c in cells:
         if c.cell_type == "code":
             assert not c.outputs and c.execution_count is None
