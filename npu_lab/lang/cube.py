@@ -43,6 +43,7 @@ from ..sim.cube_costs import fixpipe_cycles, k0_of, load_data_cycles, mmad_cycle
 from ..sim.l2 import gm_bytes_per_cycle
 from .cube_params import (FIXPIPE_PAGE, LOAD2D_PAGE, MMAD_PAGE, ND2NZ_PAGE, FixpipeParamsV220, LoadData2DParams,
                           MmadParams, Nd2NzParams, QuantMode_t)
+from .cross_core import CrossCoreOps
 from .errors import AscendCRuleError, CapabilityError
 from .memory import CUBE_BUFFER_FIELDS, CubeBufferAllocator, UbAllocator, buffer_of
 from .tensor import GlobalTensor, LocalTensor
@@ -91,7 +92,7 @@ _ND2NZ_PLANS: dict = {}     # (Nd2NzParams, dtype) -> index plan (shapes only)
 _LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer) -> fractal indices, sizes, cost
 
 
-class CubeOps:
+class CubeOps(CrossCoreOps):
     """Mixed into :class:`~npu_lab.lang.context.KernelContext` (before DmaOps: ``data_copy`` with an
     ``Nd2NzParams`` is handled here, everything else falls through to DmaOps)."""
 
