@@ -135,8 +135,9 @@ class CrossCoreOps:
     def cross_core_set_flag(self, mode_id: int, pipe: str, flag_id: int) -> None:
         """``CrossCoreSetFlag<modeId, pipe>(flagId)``: once ``pipe``'s earlier work on this core
         completed, report to the sync module; the waits it releases depend on the mode (module
-        docstring). Costs ``sync_flag_cycles`` on S; the flag reaches its waiters
-        ``CROSS_CORE_FLAG_CYCLES`` (assumed) after the pipe's work completed."""
+        docstring). The flag reaches its waiters ``CROSS_CORE_FLAG_CYCLES`` (assumed) after the
+        pipe's work completed (and the scalar unit reached the set), plus the core's own
+        ``sync_flag_cycles``; the waiter's scalar unit resumes then."""
         m = self._require_mix("CrossCoreSetFlag", SET_PAGE)
         if mode_id == 4:
             raise CapabilityError(f"{self.hw.name}: CrossCoreSetFlag mode 4 (AIC <-> one AIV) exists on the Ascend "
@@ -161,9 +162,8 @@ class CrossCoreOps:
                                    f"{', '.join(self.core.pipes)}; {SET_PAGE})")
         m.group.check_syncall_ids(flag_id, "CrossCoreSetFlag")
         t = self.core.flag_time(p) + CROSS_CORE_FLAG_CYCLES
-        self.core.log_call(f"CrossCoreSetFlag<{mode_id},{pipe}>", flag_id)
+        self.core.log_call("CrossCoreSetFlag", (mode_id, pipe, flag_id))
         snapshot = m.snapshot(self.core.clock_snapshot(p))
-        self.scalar("CrossCoreSetFlag", ops=1)
         m.group.arrive(m, mode_id, flag_id, t, snapshot)
 
     def cross_core_wait_flag(self, flag_id: int, mode_id: int = 0, pipe: str = "PIPE_S") -> None:
@@ -178,8 +178,7 @@ class CrossCoreOps:
         self.core.log_call("CrossCoreWaitFlag", flag_id)
         when, snapshot = m.group.take(m, flag_id)
         m.learn(snapshot)
-        self.core.wait_until("S", when)
-        self.scalar("CrossCoreWaitFlag", ops=1)
+        self.core.wait_until("S", when + self.core.sync_flag_cycles)
 
     def sync_all(self, is_aiv_only: bool = True) -> None:
         """``SyncAll<isAIVOnly>()`` (hardware form, SYNCALL_PAGE). In a mixed kernel pass
@@ -203,8 +202,7 @@ class CrossCoreOps:
         snapshot = m.snapshot(tuple(max(c) for c in zip(*self.core.clock.values())))
         when, joined = m.group.barrier_all(m, bool(is_aiv_only), t + hops * CROSS_CORE_FLAG_CYCLES, snapshot)
         m.learn(joined)
-        self.core.wait_until("S", when)
-        self.scalar("SyncAll", ops=1)
+        self.core.wait_until("S", when + self.core.sync_flag_cycles)
 
 
 class _Member:
