@@ -375,30 +375,38 @@ class MixGroup:
                 f"Launch at most {self.cube_cores} blocks")
 
     # ---- GM accesses (race detection across cores) ----------------------------------------
-    def record_gm(self, m: _Member, pipe: str, buffer, lo: int, hi: int, kind: str, name: str, source) -> None:
-        """Record a GM access of ``m`` (kind 'r', 'w' or 'a' = atomic add) and check it against the
-        other cores' earlier accesses to overlapping bytes of the same buffer (module docstring)."""
-        if hi <= lo:
+    def record_gm(self, m: _Member, pipe: str, buffer, rows, kind: str, name: str, source) -> None:
+        """Record a GM access of ``m`` (kind 'r', 'w' or 'a' = atomic add) to the byte intervals
+        ``rows`` = (lo, step, width, count): ``count`` intervals ``[lo + i*step, lo + i*step + width)``,
+        and check it against the other cores' earlier accesses to overlapping bytes of the same
+        buffer (module docstring)."""
+        lo, step, width, count = rows
+        if width <= 0 or count <= 0:
             return
-        count = m.ctx.core.clock[pipe][m.ctx.core.pipe_index[pipe]]
+        hi = lo + (count - 1) * step + width
+        clock = m.ctx.core.clock[pipe][m.ctx.core.pipe_index[pipe]]
         records = self.gm_records.setdefault(id(buffer), [])
-        for (oi, opipe, ocount, olo, ohi, okind, oname, osrc) in records:
+        for rec in records:
+            oi, opipe, ocount, orows, olo, ohi, okind, oname, osrc = rec
             if oi == m.index or ohi <= lo or hi <= olo:
                 continue
             if kind == "r" and okind == "r" or kind == "a" and okind == "a":
                 continue
             if m.ordered_after(oi, opipe, ocount):
                 continue
+            both = _overlap(rows, orows)
+            if both is None:
+                continue
             other = self.members[oi]
             raise RaceError(
-                f"cross-core race on GM buffer '{getattr(buffer, 'name', '?')}' bytes [{max(lo, olo)}, {min(hi, ohi)}): "
+                f"cross-core race on GM buffer '{getattr(buffer, 'name', '?')}' bytes [{both[0]}, {both[1]}): "
                 f"the {other.label()} {'writes' if okind != 'r' else 'reads'} them ({oname} on {opipe}, "
                 f"{_where(osrc)}) and the {m.label()} {'writes' if kind != 'r' else 'reads'} them ({name} on {pipe}, "
                 f"{_where(source)}) with no cross-core flag ordering the two: on the device the "
                 f"{'read may see old data' if 'r' in (kind, okind) else 'last writer is undefined'}. Fix: after the "
                 f"producer's copy, CrossCoreSetFlag<2, PIPE_{opipe if okind != 'r' else pipe}>(id) on its core and "
                 f"CrossCoreWaitFlag(id) on the consumer's before it touches the data ({SET_PAGE})")
-        records.append((m.index, pipe, count, lo, hi, kind, name, source))
+        records.append((m.index, pipe, clock, rows, lo, hi, kind, name, source))
 
     # ---- running the cores ---------------------------------------------------------------
     def _switch(self, m: _Member) -> None:
@@ -466,6 +474,29 @@ class MixGroup:
             t.join()
         if self.error is not None:
             raise self.error
+
+
+def _intervals(rows) -> tuple[np.ndarray, np.ndarray]:
+    lo, step, width, count = rows
+    if count > 1 and step < width:            # rows touch or overlap: one interval
+        return np.array([lo]), np.array([lo + (count - 1) * step + width])
+    starts = lo + step * np.arange(count, dtype=np.int64)
+    return starts, starts + width
+
+
+def _overlap(a, b):
+    """The first overlapping byte range [lo, hi) of two strided interval sets, or None."""
+    sa, ea = _intervals(a)
+    sb, eb = _intervals(b)
+    idx = np.searchsorted(ea, sb, side="right")        # first A interval ending after each B start
+    ok = idx < len(sa)
+    hit = np.zeros(len(sb), dtype=bool)
+    hit[ok] = sa[idx[ok]] < eb[ok]
+    if not hit.any():
+        return None
+    j = int(np.argmax(hit))
+    i = int(idx[j])
+    return max(int(sa[i]), int(sb[j])), min(int(ea[i]), int(eb[j]))
 
 
 def _where(source) -> str:

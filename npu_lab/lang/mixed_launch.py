@@ -43,10 +43,12 @@ class MixedKernelContext(KernelContext):
                      burst_bytes=burst_bytes, gm_step_bytes=gm_step_bytes)
         if gm is not None:
             lo = gm.address_bytes
-            per_block = gm_bytes // max(1, block_count)
-            hi = lo + (block_count - 1) * gm_step_bytes + per_block if block_count > 1 else lo + gm_bytes
+            if block_count > 1:
+                rows = (lo, gm_step_bytes, gm_bytes // block_count, block_count)
+            else:
+                rows = (lo, 0, gm_bytes, 1)
             kind = "r" if pipe == "MTE2" else ("a" if self._atomic is not None else "w")
-            self._mix.group.record_gm(self._mix, pipe, gm.buffer, lo, hi, kind, name, self.core.events[-1][6]
+            self._mix.group.record_gm(self._mix, pipe, gm.buffer, rows, kind, name, self.core.events[-1][6]
                                       if self.core.events else None)
 
     def fixpipe(self, dst, src, intri_params) -> None:
@@ -56,10 +58,9 @@ class MixedKernelContext(KernelContext):
             return
         p = intri_params
         size = dst.dtype.itemsize
-        lo = dst.address_bytes
-        hi = lo + ((p.m_size - 1) * p.dst_stride + p.n_size) * size
+        rows = (dst.address_bytes, p.dst_stride * size, p.n_size * size, p.m_size)
         kind = "a" if self._atomic is not None else "w"
-        self._mix.group.record_gm(self._mix, "FIX", dst.buffer, lo, hi, kind, "Fixpipe", self.core.events[-1][6])
+        self._mix.group.record_gm(self._mix, "FIX", dst.buffer, rows, kind, "Fixpipe", self.core.events[-1][6])
 
     def tile_loop(self, count, key=None):
         return range(count)
