@@ -473,7 +473,7 @@ class CubeOps(CrossCoreOps):
                           "be the type written to GM (SetAtomicAdd的模板参数设定累加数据类型)", ATOMIC_PAGE)
         size = dst.dtype.itemsize
         gm_bytes = m * n * size
-        bpc, _from_hbm = gm_bytes_per_cycle(self, dst, "FIX")
+        bpc, _from_hbm = gm_bytes_per_cycle(self, dst, "FIX", (dst.address_bytes, p.dst_stride * size, n * size, m))
         cost = fixpipe_cycles(self.hw, m * n, gm_bytes, n * size, m, p.dst_stride * size, bpc)
         lo = src.byte_offset
         op = " atomic-add" if atomic is not None else ""

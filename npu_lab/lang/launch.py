@@ -210,14 +210,19 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
                          f"every launch of the sequence; got {l2!r}")
     active = min(block_dim, cores)
     dma_bpc, l2_bpc = core_bytes_per_cycle(hw, active)
-    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else ())
+    share = l2 is not None and l2.share_within_launch
+    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else (), share_within_launch=share,
+                      l2_bytes=hw.l2_bytes)
 
-    classifier = getattr(kernel, "block_classes", None)
+    classifier = None if share else getattr(kernel, "block_classes", None)   # sharing: every block simulated
+    if share and block_dim > MAX_UNCLASSED_BLOCKS:
+        raise ValueError(f"within-launch L2 sharing simulates every block; block_dim {block_dim:,} is more than "
+                         f"{MAX_UNCLASSED_BLOCKS:,}")
     if classifier is not None:
         labels = np.asarray(classifier(block_dim, *args, **kwargs))
         if labels.shape != (block_dim,):
             raise ValueError(f"block_classes returned shape {labels.shape}, expected ({block_dim},)")
-    elif block_dim > MAX_UNCLASSED_BLOCKS:
+    elif block_dim > MAX_UNCLASSED_BLOCKS and not share:
         raise ValueError(f"block_dim {block_dim:,} without block_classes: every block would be simulated on its own "
                          f"(~15 µs of Python each, minutes here); the limit is {MAX_UNCLASSED_BLOCKS:,} "
                          "(npu_lab.lang.launch.MAX_UNCLASSED_BLOCKS). Declare which blocks do identical work with "

@@ -82,7 +82,8 @@ def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool,
     cubes = hw.cube_cores
     active = min(block_dim, cubes) * 3
     dma_bpc, l2_bpc = core_bytes_per_cycle(hw, active)
-    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else ())
+    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else (),
+                      share_within_launch=l2 is not None and l2.share_within_launch, l2_bytes=hw.l2_bytes)
     dispatch = whole_cycles(hw.us_to_cycles(hw.block_dispatch_us))
     # starts do not depend on durations while every group has its own AI core (what mode 0 and
     # SyncAll need; with waves only intra-group flags are meaningful and starts are recomputed)
