@@ -165,6 +165,9 @@ _ROWS = [
     ("Mmad", "KernelContext.mmad",
      "void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& mmadParams)",
      _X + "Mmad计算/Mmad.md"),
+    ("MmadWithSparse", "KernelContext.mmad_with_sparse",
+     "void MmadWithSparse(const LocalTensor<int32_t>& dst, const LocalTensor<int8_t>& fm, const LocalTensor<int8_t>& filter, "
+     "const MmadParams& mmadParams)", _X + "Mmad计算/MmadWithSparse.md"),
     ("MmadParams", "MmadParams",
      "MmadParams(uint16_t m, uint16_t n, uint16_t k, uint8_t unitFlag, bool cmatrixSource, bool cmatrixInitVal); "
      "field kDirectionAlign", _X + "Mmad计算/Mmad.md"),

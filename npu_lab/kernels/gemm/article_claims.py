@@ -155,7 +155,7 @@ def _rows() -> list[dict]:
                          "950); B is the operand stored 4:2-compressed (K/2 x N, with an index matrix loaded by "
                          "LoadDataWithSparse), A is full-size M x K and is gathered by that index; its rate row "
                          "equals dense int8 (16x16x32); no measured speed-up is published",
-             model="not modelled (MmadWithSparse is not in npu_lab.lang)",
+             model="ctx.mmad_with_sparse checks these rules (chip, int8 -> int32, L0A/L0B/L0C placement) and then refuses: the index matrix of LoadDataWithSparse is not modelled",
              verdict="wrong", source=f"{_API}MmadWithSparse.md; {_PERF}"),
         dict(id="fp32_accumulation", section="5.1",
              claim="the 'sandwich': FP16 compute, FP32 accumulation, then an FP32 'Kahan' correction",
