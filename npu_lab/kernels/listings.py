@@ -184,6 +184,12 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 (dict(M=40, K=70, N=48, base=(32, 32, 32), cores=1), dict(M=16, K=16, N=16, cores=1),
                  dict(M=100, K=32, N=40, base=(32, 32, 32), cores=1)),
                 entry=("matmul_leakyrelu_mix",), sync_order=True, kernels=("matmul_leakyrelu_mix_kernel",)),
+    # decode attention v3, cube + vector (issue 17 item 5): two tasks on one AI core group; L > CHUNK takes the
+    # accumulating P·V chunks (and its PIPE_M barrier), G = 3 leaves AIV1 one row, G = 1 none
+    ListingSpec("attention_cv", "decode/attention_cv.cpp", "attention_cv",
+                (dict(B=2, Hq=6, Hkv=2, D=64, Lmax=150, lens=(150, 20), cores=1),
+                 dict(B=1, Hq=1, Hkv=1, D=32, Lmax=16, lens=(16,), cores=1)),
+                entry=("decode_attention_cv",), sync_order=True, kernels=("decode_attention_cv_kernel",)),
     ListingSpec("gemm_v4", "gemm/gemm_tiled.cpp", "gemm_v4",
                 (dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=3, version="v4", out_dtype="float32"),
                  dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=2, step_k=1, version="v4", out_dtype="float32")),
@@ -909,7 +915,13 @@ def _run(spec: ListingSpec, case: dict):
     if cores is not None:
         hw = hw.replace(vector_cores=cores, provenance_note="one core: one block loops over every tile")
     with record_calls() as logs:
-        if spec.version == "epilogue_mix":
+        if spec.version == "attention_cv":
+            from .decode.attention_cv import decode_attention_cv
+            hw = hw.replace(cube_cores=cores, vector_cores=2 * cores, provenance_note="one AI core group") if cores else hw
+            b, hq, hkv, d, lmax = (case.pop(x) for x in ("B", "Hq", "Hkv", "D", "Lmax"))
+            _, timeline = decode_attention_cv((b, hq, d), (b, lmax, hkv, d), (b, lmax, hkv, d), case.pop("lens"), hw=hw,
+                                              timing_only=True)
+        elif spec.version == "epilogue_mix":
             from .gemm.epilogue import matmul_leakyrelu
             m, k, n = case.pop("M"), case.pop("K"), case.pop("N")
             hw = hw.replace(cube_cores=cores, vector_cores=2 * cores, provenance_note="one AI core group") if cores else hw
