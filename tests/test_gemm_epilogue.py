@@ -75,7 +75,7 @@ def test_mixed_is_one_launch_with_aic_and_aiv_lanes():
     assert any(n.startswith("AIC ") for n in names) and any(n.startswith("AIV ") for n in names)
 
 
-@pytest.mark.parametrize("shape", [(64, 32, 48), (256, 64, 256), (512, 128, 128)])
+@pytest.mark.parametrize("shape", [(64, 32, 48), (256, 64, 256), (512, 128, 128), (1024, 1024, 1024)])
 def test_mixed_beats_two_launches_here(shape):
     """One launch overhead instead of two, and the epilogue of tile i overlaps the matmul of tile i+1:
     on these shapes the mixed kernel is faster (launch overhead dominates them)."""

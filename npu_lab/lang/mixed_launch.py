@@ -11,7 +11,7 @@ Placement: groups go to AI cores as :func:`~npu_lab.sim.schedule.schedule_blocks
 finished. The timeline (:class:`~npu_lab.sim.mixed.MixedLaunchRecord`) shows AIC ``c`` as core
 ``c`` and its AIVs as cores ``cube_cores + 2c`` and ``+ 1``. Launch overhead: the mixed type's
 (:mod:`npu_lab.sim.launch_cost`: 2 x block_dim vector and block_dim cube cores started). HBM
-share: every started core streams (static share, as in :mod:`npu_lab.lang.launch`).
+share: static, as in :mod:`npu_lab.lang.launch`, with one streamer per AI core group (see ``launch_mixed``).
 """
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool,
                          f"limit of {MAX_MIX_BLOCKS} (npu_lab.lang.mixed_launch.MAX_MIX_BLOCKS). Give each AI core "
                          "group more work (block_dim <= cube cores is the usual choice)")
     cubes = hw.cube_cores
-    active = min(block_dim, cubes) * 3
+    # the static HBM share (npu_lab.lang.launch): one streamer per AI core group — the AIC's operand streams
+    # dominate a group's traffic (the AIVs move one C tile per task, the AIC its A and B panels), so counting
+    # the three cores as three equal streamers would cut the AIC's share to a third (sim/hbm_share.py
+    # measures how far any static share is from a dynamic one)
+    active = min(block_dim, cubes)
     dma_bpc, l2_bpc = core_bytes_per_cycle(hw, active)
     router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else (),
                       share_within_launch=l2 is not None and l2.share_within_launch, l2_bytes=hw.l2_bytes)

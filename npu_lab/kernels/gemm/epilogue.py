@@ -130,7 +130,7 @@ def _leaky_rows(ctx, src_gm, dst_gm, row0: int, rows: int, col0: int, cols: int,
 def _vector_queues(ctx, cols_max: int):
     ub_row = -(-cols_max * 2 // 32) * 32 // 2
     q_in, q_out = TQue(TPosition.VECIN, 1), TQue(TPosition.VECOUT, 1)
-    nbytes = min(EPILOGUE_UB_BYTES, max(1, EPILOGUE_UB_BYTES // (ub_row * 2)) * ub_row * 2)
+    nbytes = max(EPILOGUE_UB_BYTES, ub_row * 2)       # a chunk of rows of any tile width up to cols_max fits
     ctx.pipe.init_buffer(q_in, 2, nbytes, name="x_in")
     ctx.pipe.init_buffer(q_out, 2, nbytes, name="y_out")
     return q_in, q_out

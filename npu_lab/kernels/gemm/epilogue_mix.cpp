@@ -85,7 +85,7 @@ public:
         }
         if ASCEND_IS_AIV {
             int32_t ubRow = CeilDiv(t.singleCoreN * sizeof(half), 32) * 32 / sizeof(half);
-            int32_t bytes = Min(EPILOGUE_UB_BYTES, Max32(1, EPILOGUE_UB_BYTES / (ubRow * sizeof(half))) * ubRow * sizeof(half));
+            int32_t bytes = Max32(EPILOGUE_UB_BYTES, ubRow * sizeof(half));   // a chunk of any tile width fits
             pipe_->InitBuffer(inQueue, 2, bytes);
             pipe_->InitBuffer(outQueue, 2, bytes);
             int32_t sub = GetSubBlockIdx();
