@@ -66,8 +66,15 @@ GROUPS = [
      "on a cube core (AIC): GM -> L1 with `DataCopy` + `Nd2NzParams` (ND -> NZ, MTE2), L1 -> L0A/L0B with `LoadData` "
      "(MTE1; `ifTranspose` for a half B), `Mmad` into L0C (M; fp32 accumulation), L0C -> GM with `Fixpipe` (FIX; "
      "NZ -> ND, fp32 -> fp16 by `quantPre`); `SetAtomicAdd` (under data movement) makes Fixpipe add into GM too (K-split).",
-     ["Nd2NzParams", "LoadData", "LoadData2DParams", "Mmad", "MmadParams", "Fixpipe", "FixpipeParamsV220",
+     ["Nd2NzParams", "LoadData", "LoadData2DParams", "Mmad", "MmadWithSparse", "MmadParams", "Fixpipe", "FixpipeParamsV220",
       "QuantMode_t"]),
+    ("cross-core", "Cube + vector in one kernel",
+     "a `__mix__(1, 2)` kernel (`@npu_kernel(mix=(1, 2))`, KERNEL_TYPE_MIX_AIC_1_2) runs on one AIC and its two AIVs per "
+     "block; `if ASCEND_IS_AIC` / `ASCEND_IS_AIV` pick the side, data goes through a GM workspace, "
+     "`CrossCoreSetFlag<mode, pipe>(id)` / `CrossCoreWaitFlag(id)` order it (mode 2: AIC <-> both AIVs; ids 0..15), "
+     "`SyncAll<false>()` synchronises every core of the launch.",
+     ["ASCEND_IS_AIC", "ASCEND_IS_AIV", "GetSubBlockIdx", "GetTaskRatio", "CrossCoreSetFlag", "CrossCoreWaitFlag",
+      "SyncAll"]),
 ]
 
 HEADER = """\

@@ -25,7 +25,8 @@ from ..sim.cube_costs import mmad_cycles
 from .checks import CYCLES, CheckResult, missing as _missing, parse_number as _number, right as _right, wrong as _wrong
 from .kernel_check import KernelExercise, register_exercise, sentinel_array
 
-__all__ = ["check_mmad_cycles", "check_grid_tasks", "expected_answers", "mmad_cycles_truth", "grid_tasks_truth",
+__all__ = ["check_mmad_cycles", "check_grid_tasks", "check_mixed_saving", "mixed_saving_truth", "MIXED_CASE",
+           "expected_answers", "mmad_cycles_truth", "grid_tasks_truth",
            "MMAD_CASE", "GRID_CASE", "gemm_exercise_solution"]
 
 CHIP = "ascend-910b2"
@@ -35,9 +36,55 @@ MMAD_CASE = dict(m=128, n=128, k=128, dtype="float16")
 GRID_CASE = dict(M=100, N=3000, K=2048, k_split=3)
 
 
+#: Exercise 09.3: matmul + LeakyRelu, one mixed launch against cube-then-vector (issue 17 §2).
+MIXED_CASE = dict(M=512, K=128, N=128, alpha=0.1)
+
+
 def expected_answers() -> dict[str, object]:
     """The truth of every check of notebook 09, by check name."""
-    return {"check_mmad_cycles": mmad_cycles_truth(), "check_grid_tasks": grid_tasks_truth()}
+    return {"check_mmad_cycles": mmad_cycles_truth(), "check_grid_tasks": grid_tasks_truth(),
+            "check_mixed_saving": mixed_saving_truth()}
+
+
+def _mixed_runs(chip: str = CHIP):
+    from ..kernels.gemm.epilogue import matmul_leakyrelu
+    c = MIXED_CASE
+    shapes = ((c["M"], c["K"]), (c["K"], c["N"]))
+    _, mixed = matmul_leakyrelu(*shapes, c["alpha"], way="mixed", hw=chip, timing_only=True)
+    _, separate = matmul_leakyrelu(*shapes, c["alpha"], way="separate", hw=chip, timing_only=True)
+    return mixed, separate
+
+
+def mixed_saving_truth(chip: str = CHIP) -> float:
+    """µs the mixed kernel saves over cube-then-vector at :data:`MIXED_CASE` (timing-only runs)."""
+    mixed, separate = _mixed_runs(chip)
+    return separate.total_us - mixed.total_us
+
+
+def check_mixed_saving(answer, chip: str = CHIP) -> CheckResult:
+    """Matmul + LeakyRelu at 512 x 128 x 128 fp16: how many µs does one mixed (cube + vector) launch
+    save over a cube launch followed by a vector launch? Answer: µs."""
+    if answer is None:
+        return _missing("a number of µs")
+    value = _number(answer)
+    if value is None:
+        return _wrong(f"{answer!r} is not a number of µs.")
+    mixed, separate = _mixed_runs(chip)
+    truth = separate.total_us - mixed.total_us
+    overheads = separate.launch_overhead_us - mixed.launch_overhead_us
+    bodies = truth - overheads
+    if math.isclose(value, truth, rel_tol=0.02):
+        return _right(f"{truth:.1f} µs: {overheads:.1f} µs of launch overhead (two launches, {separate.launch_overhead_us:.1f} µs, "
+                      f"against one, {mixed.launch_overhead_us:.1f} µs, which starts the cube and the vector cores together) "
+                      f"and {bodies:.1f} µs of work: the AIVs' epilogue of one tile overlaps the AIC's next tile, where the "
+                      "separate vector kernel can start only after the whole GEMM.")
+    if math.isclose(value, overheads, rel_tol=0.02):
+        return _wrong(f"{value:g} µs is the launch overheads' difference only. Hint: the bodies differ too — in the mixed "
+                      "kernel the vector work overlaps the cube's.")
+    if math.isclose(value, truth * 1000, rel_tol=0.02) or math.isclose(value, truth / 1000, rel_tol=0.02):
+        return _wrong(f"{value:g} is off by a factor of 1000: the answer is in µs.")
+    return _wrong("not it. Hint: run matmul_leakyrelu((512, 128), (128, 128), 0.1, way=..., timing_only=True) both ways "
+                  "and subtract the timelines' total_us.")
 
 
 def mmad_cycles_truth(chip: str = CHIP) -> float:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["CHIPS", "CUBE_CORES", "is_cube_listing", "DTYPES", "uses_dtype", "claimed_chips", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
+__all__ = ["CHIPS", "CUBE_CORES", "MIX_SIDES", "is_cube_listing", "is_mix_listing", "DTYPES", "uses_dtype", "claimed_chips", "Diagnostic", "HeadersMissing", "NO_HEADERS_MESSAGE", "compile_listing", "find_devkit",
            "compiler_args", "backend", "format_diagnostics", "api_calls", "tiling_stub_dir"]
 
 STANDIN_DIR = Path(__file__).resolve().parent / "standin"
@@ -65,6 +65,23 @@ CUBE_CORES: dict[str, tuple[str, ...]] = {
 }
 
 _AIC_ONLY = re.compile(r"\bKERNEL_TASK_TYPE_DEFAULT\s*\(\s*KERNEL_TYPE_AIC_ONLY\s*\)")
+_MIX_1_2 = re.compile(r"\bKERNEL_TASK_TYPE_DEFAULT\s*\(\s*KERNEL_TYPE_MIX_AIC_1_2\s*\)")
+
+#: a ``KERNEL_TYPE_MIX_AIC_1_2`` listing is compiled twice, once per core kind, each with
+#: ``__MIX_CORE_MACRO__=1``, as the operator build does (asc-devkit
+#: tools/build/asc_op_compile_base/adapter/compile_op.py: ``-D__MIX_CORE_MACRO__=1`` for the mixed
+#: types; the AIV side's macros are the devkit's ``ascend910B1_AIV`` test build,
+#: tests/api/basic_api/CMakeLists.txt)
+MIX_SIDES: dict[str, dict[str, tuple[str, ...]]] = {
+    "ascend-910b2": {"aic": ("__DAV_C220__", "__DAV_C220_CUBE__", "__DAV_CUBE__", "__MIX_CORE_MACRO__=1"),
+                     "aiv": ("__DAV_C220__", "__DAV_C220_VEC__", "__DAV_VEC__", "__MIX_CORE_MACRO__=1")},
+}
+
+
+def is_mix_listing(text: str) -> bool:
+    """Does the listing declare ``KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)`` (a cube + vector
+    kernel)? Then it is compiled for the AIC and for the AIV (:data:`MIX_SIDES`)."""
+    return _MIX_1_2.search(text) is not None
 
 
 def is_cube_listing(text: str) -> bool:
@@ -74,7 +91,12 @@ def is_cube_listing(text: str) -> bool:
     return _AIC_ONLY.search(text) is not None
 
 
-def _cores(chip: str, text: str | None) -> tuple[str, ...]:
+def _cores(chip: str, text: str | None, side: str | None = None) -> tuple[str, ...]:
+    if text is not None and is_mix_listing(text):
+        if chip not in MIX_SIDES:
+            raise ValueError(f"a mixed listing (KERNEL_TYPE_MIX_AIC_1_2) has no {chip} build: mixed kernels compile "
+                             f"for {', '.join(MIX_SIDES)} (compile_check.MIX_SIDES)")
+        return MIX_SIDES[chip][side or "aic"]
     if text is not None and is_cube_listing(text):
         if chip not in CUBE_CORES:
             raise ValueError(f"a cube listing (KERNEL_TYPE_AIC_ONLY) has no {chip} build: cube kernels compile for "
@@ -230,17 +252,19 @@ _REGISTERED = re.compile(r"^\s*REGISTER_TILING_DEFAULT\s*\(\s*([A-Za-z_]\w*)\s*\
 DTYPES = ("float", "half")
 
 
-def compiler_args(chip: str, devkit: Path, source: str | None = None, dtype: str = "float") -> list[str]:
+def compiler_args(chip: str, devkit: Path, source: str | None = None, dtype: str = "float",
+                  side: str | None = None) -> list[str]:
     """The flags of the device-mode check for ``chip`` (a key of :data:`CHIPS`). ``source`` (text or
     a path) supplies the struct registered with ``REGISTER_TILING_DEFAULT`` for ``GET_TILING_DATA``
-    and the ``DTYPE_<INPUT>`` macros it uses, defined as ``dtype`` (one of :data:`DTYPES`)."""
+    and the ``DTYPE_<INPUT>`` macros it uses, defined as ``dtype`` (one of :data:`DTYPES`). ``side``
+    (``"aic"`` / ``"aiv"``): which core's build of a mixed listing (:data:`MIX_SIDES`)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if chip not in CHIPS:
         raise ValueError(f"chip must be one of {', '.join(CHIPS)}, got {chip!r}")
     arch = CHIPS[chip][0]
     text = None if source is None else (Path(source).read_text(encoding="utf-8") if _is_path(source) else source)
-    cores = _cores(chip, text)
+    cores = _cores(chip, text, side)
     d = Path(devkit)
     args = ["-x", "c++", "-std=c++17", f"-D__NPU_ARCH__={arch}", *(f"-D{c}" for c in cores),
             "-include", str(STANDIN_DIR / "bisheng_predefs.h"), "-include", str(STANDIN_DIR / "cce_intrinsics.h"),
@@ -306,15 +330,20 @@ def compile_listing(path_or_source, chip: str, *, devkit: Path | str | None = No
     if not how:
         raise RuntimeError("neither libclang (pip install libclang) nor g++ is installed: the listing cannot be "
                            "compiled (`make check-cpp` installs libclang into .venv)")
+    if is_mix_listing(text):       # both builds; an error of either counts once
+        both = _compile_cached(text, chip, str(kit), shown, how, dtype, "aic") + \
+            _compile_cached(text, chip, str(kit), shown, how, dtype, "aiv")
+        return sorted(set(both), key=lambda d: (d.line, d.column, d.message))
     return list(_compile_cached(text, chip, str(kit), shown, how, dtype))
 
 
 @lru_cache(maxsize=256)
-def _compile_cached(text: str, chip: str, kit: str, shown: str, how: str, dtype: str) -> tuple[Diagnostic, ...]:
+def _compile_cached(text: str, chip: str, kit: str, shown: str, how: str, dtype: str,
+                    side: str | None = None) -> tuple[Diagnostic, ...]:
     with tempfile.TemporaryDirectory(prefix="npu_lab_cpp_") as tmp:
         src = Path(tmp) / "listing.cpp"
         src.write_text(text, encoding="utf-8")
-        args = compiler_args(chip, Path(kit), text, dtype)
+        args = compiler_args(chip, Path(kit), text, dtype, side)
         raw = _run_libclang(src, args) if how == "libclang" else _run_gxx(src, args)
     out, seen = [], set()
     registered = _REGISTERED.search(text)

@@ -59,10 +59,12 @@ KERNELS_DIR = Path(__file__).resolve().parent
 #: SetValue): the calls of ``ctx`` except where-am-I and sync, plus the LocalTensor scalar accessors.
 INSTRUCTIONS = frozenset(
     {k for k, v in ASCEND_C_API.items() if v["python"].startswith("KernelContext.")}
-    - {"GetBlockIdx", "GetBlockNum", "GetTPipePtr", "SetFlag", "WaitFlag", "PipeBarrier"} | {"GetValue", "SetValue"})
+    - {"GetBlockIdx", "GetBlockNum", "GetTPipePtr", "SetFlag", "WaitFlag", "PipeBarrier",
+       "GetSubBlockIdx", "GetTaskRatio", "CrossCoreSetFlag", "CrossCoreWaitFlag", "SyncAll"} | {"GetValue", "SetValue"})
 #: Sync and queue calls (recorded by ``npu_lab.lang.context.record_calls``, not in a BlockTrace).
 SYNC_CALLS = frozenset({"SetFlag", "WaitFlag", "PipeBarrier", "AllocTensor", "EnQue", "DeQue", "FreeTensor",
-                        "TPipe::InitBuffer", "AllocEventID", "ReleaseEventID", "FetchEventID"})
+                        "TPipe::InitBuffer", "AllocEventID", "ReleaseEventID", "FetchEventID",
+                        "CrossCoreSetFlag", "CrossCoreWaitFlag", "SyncAll"})
 #: C++ method names that are an ASCEND_C_API entry under a qualified key.
 _ALIASES = {"InitBuffer": "TPipe::InitBuffer", "Get": "TBuf::Get"}
 #: Calls a listing may make that are not in ASCEND_C_API, and why (keep this short).
@@ -73,6 +75,9 @@ ALLOWED_CPP_NAMES = {
     "REGISTER_TILING_DEFAULT": "registers the tiling struct's type before GET_TILING_DATA; the Python unpacks it",
 }
 SCALAR_PREFIX = "scalar: "
+#: `if ASCEND_IS_AIC {` / `if ASCEND_IS_AIV {`: which core of a mixed kernel runs the block
+#: (impl/utils/sys_macros.h: each expands to `constexpr(g_coreType == AscendC::AIC)` and so on)
+_CORE_MACROS = frozenset({"ASCEND_IS_AIC", "ASCEND_IS_AIV", "ASCEND_IS_NOT_AIC", "ASCEND_IS_NOT_AIV"})
 
 _KEYWORDS = frozenset(
     "if else for while do switch case return break continue goto sizeof alignof decltype static_cast "
@@ -193,6 +198,19 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                  dict(M=40, K=60, N=70, base=(32, 32, 32), version="v2"),
                  dict(M=40, K=128, N=48, base=(32, 32, 32), k_split=2, version="v4")),
                 entry=("gemm_v3",), sync_order=True, kernels=("gemm_tiled_kernel",)),
+    # cube + vector in one kernel (issue 17 §2): the AIC's and an AIV's calls, one after the other,
+    # follow the listing's `if ASCEND_IS_AIC` then `if ASCEND_IS_AIV` (traced_calls); a tail in M and
+    # N, two tasks per block (the AHEAD wait), an odd tile height (AIV1 gets one row fewer)
+    ListingSpec("epilogue_mix", "gemm/epilogue_mix.cpp", "epilogue_mix",
+                (dict(M=40, K=70, N=48, base=(32, 32, 32), cores=1), dict(M=16, K=16, N=16, cores=1),
+                 dict(M=100, K=32, N=40, base=(32, 32, 32), cores=1)),
+                entry=("matmul_leakyrelu_mix",), sync_order=True, kernels=("matmul_leakyrelu_mix_kernel",)),
+    # decode attention v3, cube + vector (issue 17 item 5): two tasks on one AI core group; L > CHUNK takes the
+    # accumulating P·V chunks (and its PIPE_M barrier), G = 3 leaves AIV1 one row, G = 1 none
+    ListingSpec("attention_cv", "decode/attention_cv.cpp", "attention_cv",
+                (dict(B=2, Hq=6, Hkv=2, D=64, Lmax=150, lens=(150, 20), cores=1),
+                 dict(B=1, Hq=1, Hkv=1, D=32, Lmax=16, lens=(16,), cores=1)),
+                entry=("decode_attention_cv",), sync_order=True, kernels=("decode_attention_cv_kernel",)),
     ListingSpec("gemm_v4", "gemm/gemm_tiled.cpp", "gemm_v4",
                 (dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=3, version="v4", out_dtype="float32"),
                  dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=2, step_k=1, version="v4", out_dtype="float32")),
@@ -626,6 +644,11 @@ class _Reader:
                 raise ListingError(f"line {line}: do without while")
             close = _match(toks, nxt + 1)
             return (_loop(body, line),), close + 2
+        if s == "if" and toks[i + 1].text in _CORE_MACROS:
+            # `if ASCEND_IS_AIC { ... }` (the macro carries its own `constexpr(...)`): a branch the
+            # traced path of a mixed kernel may take or not (traced_calls: AIC's calls, then AIV0's)
+            then, nxt = self.statement(toks, i + 2, owner, consts, dict(local))
+            return (Branch((tuple(then),), False, line),), nxt
         if s == "if":
             j = i + 1
             if toks[j].text == "constexpr":
@@ -925,7 +948,18 @@ def _run(spec: ListingSpec, case: dict):
     if cores is not None:
         hw = hw.replace(vector_cores=cores, provenance_note="one core: one block loops over every tile")
     with record_calls() as logs:
-        if spec.version.startswith("gemm_"):
+        if spec.version == "attention_cv":
+            from .decode.attention_cv import decode_attention_cv
+            hw = hw.replace(cube_cores=cores, vector_cores=2 * cores, provenance_note="one AI core group") if cores else hw
+            b, hq, hkv, d, lmax = (case.pop(x) for x in ("B", "Hq", "Hkv", "D", "Lmax"))
+            _, timeline = decode_attention_cv((b, hq, d), (b, lmax, hkv, d), (b, lmax, hkv, d), case.pop("lens"), hw=hw,
+                                              timing_only=True)
+        elif spec.version == "epilogue_mix":
+            from .gemm.epilogue import matmul_leakyrelu
+            m, k, n = case.pop("M"), case.pop("K"), case.pop("N")
+            hw = hw.replace(cube_cores=cores, vector_cores=2 * cores, provenance_note="one AI core group") if cores else hw
+            _, timeline = matmul_leakyrelu((m, k), (k, n), 0.1, hw=hw, timing_only=True, **case)
+        elif spec.version.startswith("gemm_"):
             from .gemm import gemm
             version = case.pop("version", spec.version[5:])
             m, k, n = case.pop("M"), case.pop("K"), case.pop("N")
@@ -1003,6 +1037,8 @@ def traced_calls(version_or_kernel_name, case: dict | None = None, *, sync: bool
         if k >= len(logs):
             raise RuntimeError("fewer recorded blocks than the timeline's block classes")
         calls = _tokens_of_log(logs[k])
+        if getattr(launch, "groups", 0):          # a mixed launch: AIC, then AIV0 of group 0
+            calls = calls + _tokens_of_log(logs[k + 1])
         out.append(calls if sync else [c for c in calls if _kind(c) == "instruction"])
         k += len(launch.traces)
     if k != len(logs):

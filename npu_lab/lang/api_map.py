@@ -165,6 +165,9 @@ _ROWS = [
     ("Mmad", "KernelContext.mmad",
      "void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& mmadParams)",
      _X + "Mmad计算/Mmad.md"),
+    ("MmadWithSparse", "KernelContext.mmad_with_sparse",
+     "void MmadWithSparse(const LocalTensor<int32_t>& dst, const LocalTensor<int8_t>& fm, const LocalTensor<int8_t>& filter, "
+     "const MmadParams& mmadParams)", _X + "Mmad计算/MmadWithSparse.md"),
     ("MmadParams", "MmadParams",
      "MmadParams(uint16_t m, uint16_t n, uint16_t k, uint8_t unitFlag, bool cmatrixSource, bool cmatrixInitVal); "
      "field kDirectionAlign", _X + "Mmad计算/Mmad.md"),
@@ -177,7 +180,23 @@ _ROWS = [
      _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
     ("QuantMode_t", "QuantMode_t", "enum QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, ... }",
      _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
-
+    # --- cube + vector in one kernel (issue 17 §2; npu_lab.lang.cross_core) ---
+    ("CrossCoreSetFlag", "KernelContext.cross_core_set_flag",
+     "template <uint8_t modeId, pipe_t pipe> void CrossCoreSetFlag(uint16_t flagId)",
+     _B + "同步控制/核间同步/CrossCoreSetFlag(ISASI).md"),
+    ("CrossCoreWaitFlag", "KernelContext.cross_core_wait_flag",
+     "template <uint8_t modeId = 0, pipe_t pipe = PIPE_S> void CrossCoreWaitFlag(uint16_t flagId)",
+     _B + "同步控制/核间同步/CrossCoreWaitFlag(ISASI).md"),
+    ("SyncAll", "KernelContext.sync_all", "template <bool isAIVOnly = true> void SyncAll()",
+     _B + "同步控制/核间同步/SyncAll.md"),
+    ("ASCEND_IS_AIC", "KernelContext.is_aic", "#define ASCEND_IS_AIC constexpr(g_coreType == AscendC::AIC)  // if ASCEND_IS_AIC { ... }",
+     _B + "同步控制/核间同步/关键特性说明.md"),
+    ("ASCEND_IS_AIV", "KernelContext.is_aiv", "#define ASCEND_IS_AIV constexpr(g_coreType == AscendC::AIV)  // if ASCEND_IS_AIV { ... }",
+     _B + "同步控制/核间同步/关键特性说明.md"),
+    ("GetSubBlockIdx", "KernelContext.get_sub_block_idx", "int64_t GetSubBlockIdx()",
+     _B + "工具接口/系统资源与变量/GetSubBlockIdx(ISASI).md"),
+    ("GetTaskRatio", "KernelContext.get_task_ratio", "int64_t GetTaskRatio()",
+     _B + "工具接口/系统资源与变量/GetTaskRatio.md"),
 ]
 
 ASCEND_C_API: dict[str, dict[str, str]] = {

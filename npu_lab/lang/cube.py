@@ -43,12 +43,14 @@ from ..sim.cube_costs import fixpipe_cycles, k0_of, load_data_cycles, mmad_cycle
 from ..sim.l2 import gm_bytes_per_cycle
 from .cube_params import (FIXPIPE_PAGE, LOAD2D_PAGE, MMAD_PAGE, ND2NZ_PAGE, FixpipeParamsV220, LoadData2DParams,
                           MmadParams, Nd2NzParams, QuantMode_t)
+from .cross_core import CrossCoreOps
 from .errors import AscendCRuleError, CapabilityError
 from .memory import CUBE_BUFFER_FIELDS, CubeBufferAllocator, UbAllocator, buffer_of
 from .tensor import GlobalTensor, LocalTensor
 
 _ISASI = "docs/zh/api/SIMD-API/基础API/矩阵计算（ISASI）/"
 KALIGN_PAGE = _ISASI + "Mmad计算关键特性说明/K-方向对齐约束.md"
+SPARSE_PAGE = _ISASI + "Mmad计算/MmadWithSparse.md"
 ATOMIC_PAGE = "docs/zh/api/SIMD-API/基础API/原子操作/SetAtomicAdd.md"
 DISABLE_ATOMIC_PAGE = "docs/zh/api/SIMD-API/基础API/原子操作/DisableDmaAtomic.md"
 ARCH_2201 = "docs/zh/guide/编程指南/高级编程/硬件实现/架构规格/NPU架构版本2201.md"
@@ -91,7 +93,7 @@ _ND2NZ_PLANS: dict = {}     # (Nd2NzParams, dtype) -> index plan (shapes only)
 _LOAD_PLANS: dict = {}      # LoadData (params, dtype, buffer, MTE1 cost fields) -> fractal indices, sizes, cost
 
 
-class CubeOps:
+class CubeOps(CrossCoreOps):
     """Mixed into :class:`~npu_lab.lang.context.KernelContext` (before DmaOps: ``data_copy`` with an
     ``Nd2NzParams`` is handled here, everything else falls through to DmaOps)."""
 
@@ -318,6 +320,40 @@ class CubeOps:
         dst.data[dst_idx] = blocks
 
     # ---- the cube -----------------------------------------------------------------------
+    def mmad_with_sparse(self, dst, fm, filter, mmad_params: MmadParams) -> None:    # noqa: A002
+        """``MmadWithSparse(dst, fm, filter, MmadParams)``: C[m, n] += A[m, k] · B, with B 4:2-sparse —
+        stored compressed (K/2 x N, int8) in L0B by ``LoadDataWithSparse`` together with an index
+        matrix in the cube's own buffer, which selects 2 of every 4 of A's K values (SPARSE_PAGE).
+        The real rules are checked — A2/A3 only (not the 310P, not the 950), int8 x int8 -> int32
+        only (no float16: the article's "2:4 sparsity at FP16" does not exist here), dst in L0C
+        (1024-byte aligned), fm in L0A and filter in L0B (512-byte aligned) — and then the call is
+        refused: the index matrix (LoadDataWithSparse) is not modelled."""
+        page = SPARSE_PAGE
+        if not isinstance(mmad_params, MmadParams):
+            raise TypeError(f"mmad_with_sparse takes a MmadParams, got {type(mmad_params).__name__} ({page})")
+        self._require_cube("MmadWithSparse")
+        if self.hw.isa != "ascend910b":
+            raise CapabilityError(f"{self.hw.name}: MmadWithSparse exists on the Atlas A2 / A3 only ({page}: 'Atlas "
+                                  "推理系列产品AI Core：不支持', 'Ascend 950PR/Ascend 950DT：不支持')")
+        for t, want, align, role in ((dst, "L0C", 1024, "dst (C)"), (fm, "L0A", 512, "fm (A, full M x K)"),
+                                     (filter, "L0B", 512, "filter (B, compressed K/2 x N)")):
+            if not isinstance(t, LocalTensor) or buffer_of(t) != want:
+                where = buffer_of(t) if isinstance(t, LocalTensor) else type(t).__name__
+                self._rule_at(f"MmadWithSparse {role} must be in {want}, got {where}", page)
+            if t.ub_address % align:
+                self._rule_at(f"MmadWithSparse {role} starts at {want} byte {t.ub_address}, not {align}-byte aligned",
+                              page)
+        kinds = (np.dtype(dst.dtype).name, np.dtype(fm.dtype).name, np.dtype(filter.dtype).name)
+        if kinds != ("int32", "int8", "int8"):
+            raise CapabilityError(
+                f"MmadWithSparse takes int8 A and B into int32 C only (T = int32_t, U = int8_t, else it does not compile; "
+                f"{page}, 表3); got {kinds[1]} x {kinds[2]} -> {kinds[0]}. There is no float16 4:2-sparse Mmad on this "
+                "chip: use Mmad for half")
+        raise CapabilityError(
+            "MmadWithSparse is not modelled: its B comes from LoadDataWithSparse, which also loads the 4:2 index matrix "
+            f"into a cube-internal buffer npu_lab does not have ({page}). Its rate row equals dense int8 "
+            "(Cube指令理论性能汇总.md), so the model would price it as Mmad on the selected K/2 — not implemented")
+
     def mmad(self, dst, fm, filter, mmad_params: MmadParams) -> None:      # noqa: A002 (Ascend C's name)
         """``Mmad(dst, fm, filter, MmadParams)``: C[m, n] (+)= A[m, k] · B[k, n] on pipe M; A in L0A
         (ZZ), B in L0B (ZN), C in L0C (NZ); half x half -> float, float x float -> float, int8 x int8
@@ -474,7 +510,7 @@ class CubeOps:
                           "be the type written to GM (SetAtomicAdd的模板参数设定累加数据类型)", ATOMIC_PAGE)
         size = dst.dtype.itemsize
         gm_bytes = m * n * size
-        bpc, _from_hbm = gm_bytes_per_cycle(self, dst, "FIX")
+        bpc, _from_hbm = gm_bytes_per_cycle(self, dst, "FIX", (dst.address_bytes, p.dst_stride * size, n * size, m))
         cost = fixpipe_cycles(self.hw, m * n, gm_bytes, n * size, m, p.dst_stride * size, bpc)
         lo = src.byte_offset
         op = " atomic-add" if atomic is not None else ""

@@ -126,6 +126,20 @@ class LoadData2DParams:
                                    f"path only ({p}); keep 0 for L1 -> L0A/L0B")
 
 
+UNIT_FLAG_PAGE = _ISASI + "Mmad计算关键特性说明/UnitFlag.md"
+
+
+def _unit_flag_rule(struct: str, value: int) -> str:
+    """Why a non-zero unitFlag is refused, with its real rules (UNIT_FLAG_PAGE, MMAD_PAGE 表4)."""
+    if value == 1:
+        return (f"{struct}.unitFlag=1 is not a mode: 0 (2'b00) is off, 2 (2'b10) on without resetting the flag bits, "
+                f"3 (2'b11) on and resetting them ({MMAD_PAGE}, unitFlag; {UNIT_FLAG_PAGE})")
+    return (f"{struct}.unitFlag={value}: the unit-flag handshake — one flag bit per 512-B block of L0C, Mmad writes "
+            "a block when its bit is 0, Fixpipe reads it when 1; Mmad and Fixpipe must both enable it (2 on the first "
+            "n-1 Mmads of a K loop, 3 on the last and on the Fixpipe; Mmad and Fixpipe should move the same amount) — "
+            f"is not modelled ({UNIT_FLAG_PAGE}). Use 0 and order Mmad -> Fixpipe with the M_FIX flag (a queue)")
+
+
 @dataclass(frozen=True)
 class MmadParams:
     """``MmadParams{m, n, k, unitFlag, cmatrixSource, cmatrixInitVal}`` (+ ``kDirectionAlign``):
@@ -147,8 +161,7 @@ class MmadParams:
         for name in ("m", "n", "k"):
             _whole(s, name, getattr(self, name), 0, 4095, p)
         if _whole(s, "unitFlag", self.unit_flag, 0, 3, p):
-            raise AscendCRuleError(f"MmadParams.unitFlag={self.unit_flag}: the Mmad/Fixpipe unit-flag handshake "
-                                   f"is not modelled; use 0 and a M_FIX flag ({p})")
+            raise AscendCRuleError(_unit_flag_rule("MmadParams", self.unit_flag))
         if _flag(s, "cmatrixSource", self.cmatrix_source, p):
             raise AscendCRuleError(f"MmadParams.cmatrixSource=true (C from the bias table, TPosition C2) is not "
                                    f"modelled; keep false ({p})")
@@ -193,8 +206,7 @@ class FixpipeParamsV220:
         _whole(s, "srcNdStride", self.src_nd_stride, 0, 512, p)
         _whole(s, "dstNdStride", self.dst_nd_stride, 0, 65535, p)
         if _whole(s, "unitFlag", self.unit_flag, 0, 3, p):
-            raise AscendCRuleError(f"{s}.unitFlag={self.unit_flag}: the Mmad/Fixpipe unit-flag handshake is not "
-                                   f"modelled; use 0 and a M_FIX flag ({p})")
+            raise AscendCRuleError(_unit_flag_rule(s, self.unit_flag))
 
 
 def field_names(struct) -> tuple[str, ...]:

@@ -154,7 +154,9 @@ class DmaOps:
             self._rule(f"SetAtomicAdd<{self._atomic.name}> is on, but this copy writes {gm.dtype.name} to "
                        f"'{gm.name}': the accumulation type must match the data (SetAtomicAdd.md). Call "
                        f"set_atomic_add({gm.dtype.name}) or set_atomic_none() first")
-        bytes_per_cycle, from_hbm = gm_bytes_per_cycle(self, gm, pipe)    # HBM or L2 (sim/l2.py)
+        rows = None if gm is None else ((gm.address_bytes, gm_step_bytes, gm_bytes // block_count, block_count)
+                                        if block_count > 1 else (gm.address_bytes, 0, gm_bytes, 1))
+        bytes_per_cycle, from_hbm = gm_bytes_per_cycle(self, gm, pipe, rows)    # HBM or L2 (sim/l2.py)
         burst = moved_bytes if burst_bytes is None else burst_bytes
         aligned = gm_aligned(self.hw, burst, block_count, gm_step_bytes)
         key = (moved_bytes, burst, aligned, bytes_per_cycle)

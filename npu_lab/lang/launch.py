@@ -44,7 +44,7 @@ from .tensor import GlobalTensor
 from .errors import AscendCRuleError, CapabilityError
 
 
-def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
+def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector", mix=None):
     """Mark ``fn(ctx, *args)`` as a kernel.
 
     ``block_classes(block_dim, *args) -> int array`` (optional) labels each block; blocks with
@@ -52,7 +52,19 @@ def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
     kernel type (``KERNEL_TASK_TYPE_DEFAULT``): ``"vector"`` (AIV only), ``"cube"`` (AIC only),
     ``"mix"`` / ``"mix_aic_1_2"`` or ``"mix_aic_1_1"`` (a vector kernel launched as mixed
     AIC+AIV: its blocks run on vector cores, the idle cube cores add launch overhead; see
-    :mod:`npu_lab.sim.launch_cost`)."""
+    :mod:`npu_lab.sim.launch_cost`).
+
+    ``mix=(1, 2)``: a cube + vector kernel (C++ ``__mix__(1, 2)``, KERNEL_TYPE_MIX_AIC_1_2): the body
+    runs on one AIC and its two AIVs per block, which talk through GM and cross-core flags
+    (:mod:`npu_lab.lang.mixed_launch`, :mod:`npu_lab.lang.cross_core`); ``core_type`` and
+    ``block_classes`` do not apply."""
+    if mix is not None:
+        if tuple(mix) != (1, 2) if isinstance(mix, (tuple, list)) else True:
+            raise ValueError(f"mix must be (1, 2) (__mix__(1, 2): one AIC, two AIVs per AI core; the 1:1 and 1:0 "
+                             f"forms are not modelled), got {mix!r}")
+        if block_classes is not None:
+            raise ValueError("a mix=(1, 2) kernel takes no block_classes: each AI core group is simulated")
+        core_type = "mix_aic_1_2"
     canonical_kernel_type(core_type)          # fail at definition, not at launch
     def wrap(f):
         @functools.wraps(f)
@@ -60,6 +72,7 @@ def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector"):
             return f(ctx, *args, **kwargs)
         kernel.block_classes = block_classes
         kernel.core_type = core_type
+        kernel.mix = tuple(mix) if mix is not None else None
         kernel.is_npu_kernel = True
         return kernel
     return wrap(fn) if fn is not None else wrap
@@ -177,6 +190,13 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         raise TypeError(f"hw must be a HardwareSpec or a preset name, got {type(hw).__name__}")
     if not callable(kernel):
         raise TypeError("kernel must be a function kernel(ctx, *args)")
+    if l2 is not None and (not isinstance(l2, L2Cache) or l2.hw.name != hw.name):
+        raise ValueError(f"l2 must be the L2Cache of this chip ({hw.name}), made by L2Cache(hw) and passed to "
+                         f"every launch of the sequence; got {l2!r}")
+    if getattr(kernel, "mix", None) is not None:
+        from .mixed_launch import launch_mixed     # cube + vector in one kernel (issue 17 §2)
+        return launch_mixed(kernel, block_dim, args, kwargs, hw=hw, timing_only=timing_only, name=name, l2=l2,
+                            gm_guard=_gm_written_by_instructions_only)
     kernel_type = canonical_kernel_type(getattr(kernel, "core_type", "vector"))
     why = kernel_type_reason(hw, kernel_type)
     if why:
@@ -190,14 +210,19 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
                          f"every launch of the sequence; got {l2!r}")
     active = min(block_dim, cores)
     dma_bpc, l2_bpc = core_bytes_per_cycle(hw, active)
-    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else ())
+    share = l2 is not None and l2.share_within_launch
+    router = GmRouter(dma_bpc, l2_bpc, l2.resident_buffers() if l2 is not None else (), share_within_launch=share,
+                      l2_bytes=hw.l2_bytes)
 
-    classifier = getattr(kernel, "block_classes", None)
+    classifier = None if share else getattr(kernel, "block_classes", None)   # sharing: every block simulated
+    if share and block_dim > MAX_UNCLASSED_BLOCKS:
+        raise ValueError(f"within-launch L2 sharing simulates every block; block_dim {block_dim:,} is more than "
+                         f"{MAX_UNCLASSED_BLOCKS:,}")
     if classifier is not None:
         labels = np.asarray(classifier(block_dim, *args, **kwargs))
         if labels.shape != (block_dim,):
             raise ValueError(f"block_classes returned shape {labels.shape}, expected ({block_dim},)")
-    elif block_dim > MAX_UNCLASSED_BLOCKS:
+    elif block_dim > MAX_UNCLASSED_BLOCKS and not share:
         raise ValueError(f"block_dim {block_dim:,} without block_classes: every block would be simulated on its own "
                          f"(~15 µs of Python each, minutes here); the limit is {MAX_UNCLASSED_BLOCKS:,} "
                          "(npu_lab.lang.launch.MAX_UNCLASSED_BLOCKS). Declare which blocks do identical work with "

@@ -91,7 +91,8 @@ class LoopOps:
         the work changes), and without ``key`` the jump over a steady loop costs nothing per
         iteration."""
         count = _check_count(count)
-        if not self.timing_only or count < 4:
+        if not self.timing_only or count < 4 or getattr(getattr(self, "gm_router", None), "share", False):
+            # (within-launch L2 sharing: a copy's route depends on earlier blocks; no fast-forward, sim/l2.py)
             yield from range(count)
             return
         keys = _Keys(key)

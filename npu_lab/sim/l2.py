@@ -25,6 +25,18 @@ The model (docs/cost_model_system.md says what it leaves out):
   stays in L2 would be faster than that; the model is conservative there.)
 * A launch without an L2Cache (``launch(..., l2=None)``, a single kernel) starts with a cold L2:
   every read comes from HBM, exactly the model before L2 existed.
+* **Within a launch** (issue 17 §5, ``L2Cache(hw, share_within_launch=True)``): the bytes a copy
+  of this launch already read or wrote stay in L2 for the rest of the launch, so a later read of
+  exactly those bytes — another core reading the same B tile, the vector cores of a mixed kernel
+  reading the workspace the cube just wrote — is an L2 hit. Tracked by byte ranges (each copy's
+  rows: first byte, stride, row length, rows), not whole buffers, and only while the launch's
+  footprint fits in L2 (past ``l2_bytes`` nothing more is shared: an LRU streamed through keeps
+  nothing of the stream). Simplifications: blocks are simulated one after another, so the first
+  reader in block order misses and every later one hits, although on the chip neighbouring cores
+  read at about the same time (then both may miss, or one waits on the other's fill): the
+  figure is the most sharing can give, an upper bound. The launch simulates every block (no
+  ``block_classes`` replication) and runs every loop iteration (no fast-forward), since a block's
+  hits depend on what the blocks before it read.
 
 Everything depends on buffer sizes and launch order only, never on data, so a timing-only run
 routes every copy exactly as a full run does.
@@ -54,10 +66,14 @@ class L2Cache:
     Create one per sequence of launches on one chip and pass it to every
     :func:`npu_lab.launch` of the sequence (``l2=cache``); the launches update it."""
 
-    def __init__(self, hw: HardwareSpec):
+    def __init__(self, hw: HardwareSpec, share_within_launch: bool = False):
         if not isinstance(hw, HardwareSpec):
             raise TypeError(f"L2Cache needs the chip's HardwareSpec (for l2_bytes), got {type(hw).__name__}")
+        if not isinstance(share_within_launch, bool):
+            raise TypeError(f"share_within_launch is True or False, got {share_within_launch!r}")
         self.hw = hw
+        #: a launch's reads of bytes it already touched are L2 hits (module docstring)
+        self.share_within_launch = share_within_launch
         self.capacity_bytes = int(hw.l2_bytes)
         self._lru: OrderedDict = OrderedDict()     # GmBuffer -> bytes, least recent first
 
@@ -99,36 +115,94 @@ class GmRouter:
     """One launch's routing of GM copies: L2 for reads of buffers resident when the launch
     started, HBM for the rest. Records the buffers the launch touches (for :meth:`L2Cache.touch`)."""
 
-    def __init__(self, hbm_bytes_per_cycle: float, l2_bytes_per_cycle: float, resident=frozenset()):
+    def __init__(self, hbm_bytes_per_cycle: float, l2_bytes_per_cycle: float, resident=frozenset(), *,
+                 share_within_launch: bool = False, l2_bytes: int = 0):
         self.hbm_bytes_per_cycle = float(hbm_bytes_per_cycle)
         self.l2_bytes_per_cycle = float(l2_bytes_per_cycle)
         self.resident = frozenset(resident)
         self.read: dict = {}        # GmBuffer -> None, in first-touch order (an ordered set)
         self.written: dict = {}
         self.l2_hits: dict = {}     # buffers read from L2
+        self.share = bool(share_within_launch)
+        self.l2_bytes = int(l2_bytes)
+        self.touched_ranges: dict = {}   # GmBuffer -> (starts, ends): merged byte ranges this launch touched
+        self.footprint_bytes = 0
+        self.shared_hit_bytes = 0        # bytes read from L2 because this launch touched them before
 
-    def route(self, buffer, pipe: str) -> tuple[float, bool]:
+    def route(self, buffer, pipe: str, rows=None) -> tuple[float, bool]:
         """(bytes per cycle, whether the copy touches HBM) of a copy of ``buffer`` on ``pipe``
-        (MTE2 reads GM, MTE3 writes it)."""
+        (MTE2 reads GM, MTE3 / FIX write it). ``rows`` = (first byte, stride, row bytes, rows) of the
+        copy in the buffer: with within-launch sharing, a read of bytes the launch touched is a hit."""
         if pipe == "MTE2":
             self.read.setdefault(buffer, None)
             if buffer in self.resident:
                 self.l2_hits.setdefault(buffer, None)
                 return self.l2_bytes_per_cycle, False
+            if self.share and rows is not None:
+                hit = self._covered(buffer, rows)
+                self._touch(buffer, rows)
+                if hit:
+                    self.l2_hits.setdefault(buffer, None)
+                    self.shared_hit_bytes += rows[2] * rows[3]
+                    return self.l2_bytes_per_cycle, False
         else:
             self.written.setdefault(buffer, None)
+            if self.share and rows is not None:
+                self._touch(buffer, rows)
         return self.hbm_bytes_per_cycle, True
+
+    # ---- within-launch ranges (module docstring) -------------------------------------------
+    @staticmethod
+    def _rows(rows):
+        import numpy as np
+        lo, step, width, count = rows
+        if count <= 1 or step <= width:
+            return np.array([lo], dtype=np.int64), np.array([lo + max(0, count - 1) * step + width], dtype=np.int64)
+        starts = lo + step * np.arange(count, dtype=np.int64)
+        return starts, starts + width
+
+    def _covered(self, buffer, rows) -> bool:
+        import numpy as np
+        got = self.touched_ranges.get(buffer)
+        if got is None:
+            return False
+        s, e = got
+        rs, re_ = self._rows(rows)
+        i = np.searchsorted(s, rs, side="right") - 1        # the range starting at or before each row
+        ok = i >= 0
+        return bool(ok.all() and (e[i] >= re_).all())
+
+    def _touch(self, buffer, rows) -> None:
+        import numpy as np
+        if self.footprint_bytes > self.l2_bytes:
+            return                                          # past L2's size nothing more is kept
+        rs, re_ = self._rows(rows)
+        got = self.touched_ranges.get(buffer)
+        if got is not None:
+            rs, re_ = np.concatenate([got[0], rs]), np.concatenate([got[1], re_])
+        order = np.argsort(rs, kind="stable")
+        rs, re_ = rs[order], re_[order]
+        reach = np.maximum.accumulate(re_)
+        new = np.ones(len(rs), dtype=bool)
+        new[1:] = rs[1:] > reach[:-1]                       # a gap before this range: a new merged one
+        idx = np.flatnonzero(new)
+        starts = rs[idx]
+        ends = np.maximum.reduceat(re_, idx)
+        old = int((got[1] - got[0]).sum()) if got is not None else 0
+        self.footprint_bytes += int((ends - starts).sum()) - old
+        self.touched_ranges[buffer] = (starts, ends)
 
     def touched(self) -> list:
         """Buffers the launch touched, for the LRU: those only read first, then those written."""
         return [b for b in self.read if b not in self.written] + list(self.written)
 
 
-def gm_bytes_per_cycle(ctx, gm, pipe: str) -> tuple[float, bool]:
+def gm_bytes_per_cycle(ctx, gm, pipe: str, rows=None) -> tuple[float, bool]:
     """The hook :class:`~npu_lab.lang.dma.DmaOps` calls for every copy: (bytes per cycle, whether
-    the bytes count as HBM traffic) of a copy between GlobalTensor ``gm`` and UB on ``pipe``.
+    the bytes count as HBM traffic) of a copy between GlobalTensor ``gm`` and UB on ``pipe``;
+    ``rows`` (first byte, stride, row bytes, rows) for within-launch sharing.
     Without a router (a context made by hand) every copy goes to HBM at the context's rate."""
     router = getattr(ctx, "gm_router", None)
     if router is None or gm is None:
         return ctx.dma_bytes_per_cycle, True
-    return router.route(gm.buffer, pipe)
+    return router.route(gm.buffer, pipe, rows)

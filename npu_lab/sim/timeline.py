@@ -59,6 +59,13 @@ class LaunchRecord:
     cores_launched: dict = field(default_factory=dict)   # {"vector": n, "cube": m} cores started
     l2_hit_buffers: tuple = ()   # names of the GM buffers this launch read from L2
 
+    def core_slots(self) -> int:
+        """Cores a timeline of this launch has rows for (a mixed launch: AICs and AIVs, sim/mixed.py)."""
+        return self.hw.cores(self.core_type)
+
+    def core_label(self, core: int) -> str:
+        return f"core {core} ({'AIV' if self.core_type == 'vector' else 'AIC'})"
+
     @cached_property
     def undispatched_cycles(self) -> float:
         """The blocks' phase if the task scheduler handed out blocks for free."""
@@ -204,7 +211,7 @@ class Timeline:
 
     def core_count(self) -> int:
         """Cores of the chip the launches ran on (0 for an empty timeline)."""
-        return max((l.hw.cores(l.core_type) for l in self.launches), default=0)
+        return max((l.core_slots() for l in self.launches), default=0)
 
     def utilisation_by_pipe(self) -> dict[str, float]:
         """Busy time of each pipe summed over cores / (cores x total latency)."""
@@ -357,10 +364,11 @@ class Timeline:
         trace_events = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0,
                          "args": {"name": "host / task scheduler"}}]
         cores = sorted(int(c) for c in df["core"].unique() if c >= 0)
-        kind = self.launches[0].core_type.upper() if self.launches else "AIV"
+        first = self.launches[0] if self.launches else None
         for c in cores:
+            label = first.core_label(c) if first is not None else f"core {c} (AIV)"
             trace_events.append({"ph": "M", "name": "process_name", "pid": c + 1, "tid": 0,
-                                 "args": {"name": f"core {c} ({'AIV' if kind == 'VECTOR' else 'AIC'})"}})
+                                 "args": {"name": label}})
             for p in ALL_PIPES:
                 trace_events.append({"ph": "M", "name": "thread_name", "pid": c + 1,
                                      "tid": PIPE_CODE[p] + 1, "args": {"name": p}})

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ...presets import get_preset
 from ...sim.cube_costs import cube_peak_tflops
+from ...lang.cross_core import CROSS_CORE_FLAG_CYCLES
 from .precision import correction_lesson
 from .run import gemm
 from .tiling import gemm_tiling
@@ -61,6 +62,12 @@ def _rows() -> list[dict]:
     mid = within_launch_repeat_fraction(1024, 1024, 1024)
     decode = within_launch_repeat_fraction(16, 4096, 4096)
     corr = correction_lesson(32, 32, 1024, seed=0)
+    from .sharing import shared_load_table
+    share = shared_load_table()
+    saved = ", ".join(f"{r.hbm_saved:.0%} at {m}x{n}x{k} (latency {r.latency_us_each_core_reads:.1f} -> "
+                      f"{r.latency_us_shared:.1f} us)" for (m, n, k), r in share.iterrows())
+    hop_ns = CROSS_CORE_FLAG_CYCLES / b2.clock_ghz
+    dma_ns = b2.dma_latency_cycles / b2.clock_ghz
     ns_cycles = 10e-9 * b2.clock_ghz * 1e9
     return [
         dict(id="int8_tops_per_core", section="1.1",
@@ -124,23 +131,31 @@ def _rows() -> list[dict]:
              sources_say="no __shared__ cluster memory, get_cluster_id or cluster_barrier in asc-devkit (the "
                          "article's code does not compile); what exists: the L2 all cores share, the AIC/AIV group "
                          "of a mixed kernel, cross-core flags",
-             model=f"share of a GEMM launch's GM reads that repeat another read (the most sharing could save, "
-                   f"v3): {big:.0%} at 4096^3, {mid:.0%} at 1024^3, {decode:.0%} at 16x4096x4096",
-             verdict="unverifiable", source="asc-devkit (no match); within_launch_repeat_fraction (shape-dependent)"),
+             model=f"HBM traffic saved when a core's read of bytes another core already read in the launch hits L2 "
+                   f"(GEMM v3, L2Cache(share_within_launch=True), an upper bound): {saved}; most any sharing could "
+                   f"save: {big:.0%} at 4096^3, {mid:.0%} at 1024^3, {decode:.0%} at 16x4096x4096. The saving "
+                   "depends on the shape (10-82 % here), not a fixed 40-60 %; latency barely moves because one "
+                   "core's DMA rate, not HBM, bounds these runs",
+             verdict="unverifiable", source="asc-devkit (no match); npu_lab.kernels.gemm.sharing.shared_load_table, "
+                                            "within_launch_repeat_fraction (shape-dependent)"),
         dict(id="neighbour_latency", section="2.2",
              claim="latency between neighbouring cores", article="< 10 ns",
-             sources_say="not published; cross-core sync is by CrossCoreSetFlag / CrossCoreWaitFlag through the "
-                         "flag hardware, not a shared cluster memory",
-             model=f"not modelled yet (cross-core flags are issue 17 §2); 10 ns = {ns_cycles:.0f} cycles at "
-                   f"{b2.clock_ghz} GHz",
-             verdict="unverifiable", source="asc-devkit 同步控制/核间同步 pages (no latency given)"),
+             sources_say="not published; cores exchange data through GM / L2 and order it with CrossCoreSetFlag / "
+                         "CrossCoreWaitFlag, which report to the task scheduler's sync module (调度模块), not a shared "
+                         "cluster memory between neighbours",
+             model=f"10 ns = {ns_cycles:.0f} cycles at {b2.clock_ghz} GHz; the model's neighbour path is a flag hop "
+                   f"({CROSS_CORE_FLAG_CYCLES:.0f} cycles = {hop_ns:.0f} ns, assumed) plus a GM / L2 copy "
+                   f"({dma_ns:.0f} ns request latency, assumed): both assumptions, neither published, both far above "
+                   "10 ns",
+             verdict="unverifiable", source="asc-devkit 同步控制/核间同步/CrossCoreSetFlag(ISASI).md (no latency given); "
+                                            "npu_lab.lang.cross_core.CROSS_CORE_PROVENANCE"),
         dict(id="sparse_2_4", section="4.1",
              claim="2:4 structured sparsity speed-up in FP16", article="1.8x at FP16",
              sources_say="MmadWithSparse: int8 x int8 -> int32 only (no fp16); Atlas A2/A3 only (not 310P, not "
                          "950); B is the operand stored 4:2-compressed (K/2 x N, with an index matrix loaded by "
                          "LoadDataWithSparse), A is full-size M x K and is gathered by that index; its rate row "
                          "equals dense int8 (16x16x32); no measured speed-up is published",
-             model="not modelled (MmadWithSparse is not in npu_lab.lang)",
+             model="ctx.mmad_with_sparse checks these rules (chip, int8 -> int32, L0A/L0B/L0C placement) and then refuses: the index matrix of LoadDataWithSparse is not modelled",
              verdict="wrong", source=f"{_API}MmadWithSparse.md; {_PERF}"),
         dict(id="fp32_accumulation", section="5.1",
              claim="the 'sandwich': FP16 compute, FP32 accumulation, then an FP32 'Kahan' correction",
