@@ -73,6 +73,62 @@ def test_tuning_explorer_circles_the_tuners_choice_and_explains_refusals():
         TuningExplorer(version="v4")               # v4 has no tileS
 
 
+# ---- the TuningExplorer's committed sweeps (issue 16 §5: no simulation on a slider move) ----
+_GRID_SAMPLE = [("v1", "article", 8, 1), ("v1", "article", 64, 2), ("v2", "ascend-910b2", 256, 8),
+                ("v2c", "ascend-310p3", 32, 4), ("v3", "ascend-910b2", 128, 2), ("v3", "article", 16, 8)]
+
+
+def test_tuning_grid_covers_every_choice_and_is_fresh():
+    """The committed sweeps hold every (version, chip, E, K) the explorer offers, and a sample of
+    them equals a live sweep (regenerate with tuning.write_tuning_grid() when this fails)."""
+    from npu_lab.kernels.moe_gating import autotune, sweep
+    from npu_lab.course.explorers import tuning as T
+
+    grid = T._load_grid()
+    keys = {(v, c, e, k) for v in T.TUNING_VERSIONS for c in T.MOE_CHIPS for e in T.E_CHOICES
+            for k in T.K_CHOICES if k <= e}
+    assert set(grid) == keys
+    for key in _GRID_SAMPLE:
+        version, chip, E, K = key
+        live = sweep(version, 1, T.GRID_S, E, K, chip, T.TUNING_TILES)
+        assert T._same_sweep(grid[key], live), f"{key}: data/tuning_explorer_sweeps.csv is stale"
+        assert list(grid[key]["bottleneck"].fillna("")) == list(live["bottleneck"].where(live["latency_us"].notna(), "").fillna(""))
+        truth = autotune(1, T.GRID_S, E, K, version=version, hw=chip, candidates=list(T.TUNING_TILES))
+        mine = T._tune(grid[key])
+        assert (mine.tile_s, mine.latency_us, mine.reason) == (truth.tile_s, truth.latency_us, truth.reason)
+
+
+def test_tuning_explorer_moves_without_simulating(monkeypatch):
+    from npu_lab.course.explorers import tuning as T
+
+    te = T.TuningExplorer(chip="ascend-910b2", version="v2")
+    assert te._shipped, "the committed sweeps were not used"
+
+    def no_sim(*a, **k):
+        raise AssertionError("a slider move simulated")
+    monkeypatch.setattr(T, "autotune", no_sim)
+    monkeypatch.setattr(T, "sweep", no_sim)
+    for E in T.E_CHOICES:
+        te.E.value = E
+        assert te.error is None and f"E={E}," in te.status.value
+    te.K.value = 8
+    assert te.best.tile_s in T.TUNING_TILES and list(te.figure.data[1].x) == [te.best.tile_s]
+
+
+def test_tuning_explorer_ignores_a_stale_grid(monkeypatch):
+    """A committed sweep that no longer matches the model (a cost changed) is not shown."""
+    from npu_lab.course.explorers import tuning as T
+
+    stale = {k: v.assign(latency_us=v["latency_us"] * 1.5) for k, v in T._load_grid().items()}
+    monkeypatch.setattr(T, "_load_grid", lambda: stale)
+    te = T.TuningExplorer(chip="article", version="v1")
+    assert te._shipped == {}
+    te.E.value = 128
+    live = T.autotune(1, 1024, 128, 2, version="v1", hw="article", candidates=list(T.TUNING_TILES))
+    assert te.best.latency_us == live.latency_us
+    assert T.TuningExplorer(S=512)._shipped == {}          # the file is for S = 1024 only
+
+
 def test_heat_map_grid_marks_the_sweet_spot_and_refuses_a_bad_dimension():
     import numpy as np
 

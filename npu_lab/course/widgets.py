@@ -25,6 +25,7 @@ __all__ = ["BuffersExplorer", "buffers_explorer", "tile_len_for"]
 
 # Errors a learner can provoke with the controls: shown in the status line, never raised.
 _EXPECTED_ERRORS = (ValueError, UbOverflowError, HardwareSpecError, SimulationError)
+_CACHE_SIZE = 256   # configurations kept per explorer (a timeline of 1M elements is ~100 KB)
 
 
 def tile_len_for(n: int, hw: HardwareSpec, tiles_per_core: int) -> int:
@@ -96,6 +97,7 @@ class BuffersExplorer(W.VBox):
         self.status = W.HTML()
         self.error = None
         self.last_update_s = 0.0
+        self._runs = {}
         first, error = self._run()
         if first is None:
             raise ValueError(f"the explorer's starting point does not run: {error}")
@@ -115,9 +117,19 @@ class BuffersExplorer(W.VBox):
         return f"scaled_add, n = {self.n:,}, {_plural(b, 'buffer')}, {_plural(t, 'tile')}/core"
 
     def _run(self, buffers: int | None = None):
-        """(timeline, None) or (None, the library's error message)."""
+        """(timeline, None) or (None, the library's error message); cached per (chip, tiles,
+        buffers), so a slider moved back and forth (and the status line's other buffer count)
+        simulates each configuration once."""
+        key = (self.chip.value, self.tiles.value, buffers or self.buffers.value)
+        hit = self._runs.get(key)
+        if hit is None:
+            hit = self._runs[key] = self._simulate(key[2])
+            if len(self._runs) > _CACHE_SIZE:
+                self._runs.pop(next(iter(self._runs)))     # the oldest entry
+        return hit
+
+    def _simulate(self, num_buffers: int):
         hw = self._spec()
-        num_buffers = buffers or self.buffers.value
         tile_len = tile_len_for(self.n, hw, self.tiles.value)
         need = 3 * num_buffers * tile_len * 4          # 3 float32 queues x buffers
         if need > hw.ub_usable_bytes:   # say it in the control's unit: tiles per core
