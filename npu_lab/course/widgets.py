@@ -19,7 +19,7 @@ from ..kernels.scaled_add import scaled_add
 from ..lang import UbOverflowError
 from ..presets import get_preset, list_presets
 from ..sim import SimulationError
-from .viz import sync_widget_state, timeline_figure, update_timeline_figure
+from .viz import sync_after_move, sync_widget_state, timeline_figure, update_timeline_figure
 
 __all__ = ["BuffersExplorer", "buffers_explorer", "tile_len_for"]
 
@@ -167,7 +167,9 @@ class BuffersExplorer(W.VBox):
             self.timeline = t
             update_timeline_figure(self.figure, t, title=self._title())
             self._show(t)
-        sync_widget_state(self.figure)   # for pages that build views later (Voila)
+        # for pages that build views later (Voila): now after a change from code, after a pause in
+        # the browser's moves
+        sync_after_move(self, lambda: sync_widget_state(self.figure), change)
         self.last_update_s = time.perf_counter() - start
 
     def _repr_mimebundle_(self, **kwargs):

@@ -20,7 +20,7 @@ from ...kernels.moe_gating.run import ROW_TILED
 from ...lang import UbOverflowError
 from ...presets import get_preset
 from ...sim import SimulationError
-from ..viz import sync_widget_state
+from ..viz import sync_after_move, sync_widget_state
 
 #: Chips the explorers offer: the article-fitted preset and the two datasheet presets.
 MOE_CHIPS = ("article", "ascend-910b2", "ascend-310p3")
@@ -202,7 +202,8 @@ class _Explorer:
             return
         start = time.perf_counter()
         self.update()
-        self._sync_figure_state()
+        # views in the browser have drawn the move: the synced state for pages built later waits
+        sync_after_move(self, self._sync_figure_state, change)
         self.last_update_s = time.perf_counter() - start
 
     def _sync_figure_state(self) -> None:
