@@ -252,3 +252,39 @@ def test_copy_bandwidth_check_says_what_went_wrong():
     assert "waited for" in check_copy_bandwidth(waited)
     assert "peak" in check_copy_bandwidth(c.peak_gbps)
     assert check_copy_bandwidth("fast").correct is False
+
+
+def test_explorers_precompute_the_next_moves_while_the_kernel_is_idle(monkeypatch):
+    """After a browser move, idle turns of the event loop fill the caches for the neighbouring
+    values, so the next move simulates nothing; a newer move re-aims the warm-up."""
+    import asyncio
+
+    from npu_lab.course.explorers import DoubleBufferExplorer, TileSweepExplorer
+    from npu_lab.course.explorers import double_buffer, tile_sweep
+
+    dbe, tse = DoubleBufferExplorer(), TileSweepExplorer(chip="article")
+
+    async def moves():
+        dbe.tile_s.set_state({"index": 4})      # a SelectionSlider's front end sends its index: 16
+        tse.tile_s.set_state({"value": 9})
+        for _ in range(3000):                    # until both warm-ups ran out of jobs (30 s at most)
+            await asyncio.sleep(0.01)
+            if getattr(dbe, "_npu_warm", 1) is None and getattr(tse, "_npu_warm", 1) is None:
+                break
+
+    asyncio.run(moves())
+    assert dbe.tile_s.value == 16 and tse.tile_s.value == 9
+
+    def no_sim(*a, **k):
+        raise AssertionError("a move simulated: its run was not precomputed")
+    monkeypatch.setattr(double_buffer, "simulate_moe_gating", no_sim)
+    monkeypatch.setattr(tile_sweep, "simulate_moe_gating", no_sim)
+    monkeypatch.setattr(tile_sweep, "sweep", no_sim)
+    for ts, version in ((64, "v2"), (1, "v1"), (4, "v2c")):
+        dbe.set(tile_s=ts, version=version)
+        assert dbe.error is None and dbe.result.tiling.tileS == ts
+    for ts in (10, 13, 5, 9):
+        tse.tile_s.value = ts
+        assert tse.error is None
+    tse.S.value = 1025                           # one step of a shape slider: warmed too
+    assert tse.error is None and tse.result.latency_us > 0

@@ -382,10 +382,10 @@ SYNC_DELAY_S = 0.5
 
 def from_browser(change) -> bool:
     """True when a control's ``change`` (a traitlets change dict) came from a browser view:
-    ipywidgets holds the property's lock while it applies a front-end message."""
+    ipywidgets holds a property lock while it applies a front-end message (on ``value``, or on
+    ``index`` for a SelectionSlider / Dropdown, whose ``value`` follows)."""
     owner = change.get("owner") if isinstance(change, dict) else None
-    lock = getattr(owner, "_property_lock", None)
-    return bool(lock) and change.get("name") in lock
+    return bool(getattr(owner, "_property_lock", None))
 
 
 def sync_after_move(holder, sync, change=None) -> None:

@@ -70,6 +70,15 @@ class DoubleBufferExplorer(_Explorer):
         sync_widget_state(self.figure)
         sync_widget_state(self.hand)
 
+    def _neighbours(self):
+        """Every (kernel, tileS) run, the current kernel's nearest tileS first (28 timing-only runs)."""
+        here = TILE_S_CHOICES.index(self.tile_s.value)
+        versions = [self.version.value] + [v for _, v, _ in KERNEL_CHOICES if v != self.version.value]
+        order = sorted(range(len(TILE_S_CHOICES)), key=lambda i: abs(i - here))
+        for v in versions:
+            for i in order:
+                yield lambda v=v, ts=TILE_S_CHOICES[i]: (self._run(v, ts), self._run("v1", ts))
+
     def hand_schedule(self):
         """(schedule of one core by hand, tiles per core) for the current controls."""
         version, tile_s = self.version.value, self.tile_s.value

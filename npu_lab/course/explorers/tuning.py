@@ -136,6 +136,15 @@ class TuningExplorer(_Explorer):
             best = autotune(1, self.S_tokens, E, K, version=version, hw=chip, candidates=list(TUNING_TILES))
         return best.table.dropna(subset=["latency_us"]), best
 
+    def _neighbours(self):
+        """E and K one step away (read from the committed sweeps at S = 1024, else simulated)."""
+        version, chip = self.version.value, self.chip.value
+        ei, ki = E_CHOICES.index(self.E.value), K_CHOICES.index(self.K.value)
+        for i, j in ((ei + 1, ki), (ei - 1, ki), (ei, ki + 1), (ei, ki - 1)):
+            if 0 <= i < len(E_CHOICES) and 0 <= j < len(K_CHOICES):
+                key = (version, chip, E_CHOICES[i], min(K_CHOICES[j], E_CHOICES[i]))
+                yield lambda key=key: self._results.get_or(key, lambda: self._compute(key))
+
     def update(self) -> None:
         E, K = self.E.value, min(self.K.value, self.E.value)
         key = (self.version.value, self.chip.value, E, K)
