@@ -63,14 +63,41 @@ def write_tuning_grid() -> Path:
     return GRID_PATH
 
 
+class _Grid(dict):
+    """{(version, chip, E, K): sweep table}, each table cut from the file's rows when first asked."""
+
+    def __init__(self, frame: pd.DataFrame):
+        super().__init__()
+        self._frame = frame.drop(columns=["version", "chip", "E", "K"])
+        keys = list(zip(frame["version"], frame["chip"], frame["E"].astype(int), frame["K"].astype(int)))
+        self._rows: dict = {}
+        for i, key in enumerate(keys):        # each key's rows are contiguous (written in order)
+            start, _ = self._rows.get(key, (i, i))
+            self._rows[key] = (start, i + 1)
+        for key in self._rows:
+            dict.__setitem__(self, key, None)
+
+    def __getitem__(self, key):
+        table = dict.__getitem__(self, key)
+        if table is None:
+            start, stop = self._rows[key]
+            table = self._frame.iloc[start:stop].reset_index(drop=True)
+            dict.__setitem__(self, key, table)
+        return table
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def items(self):
+        return ((k, self[k]) for k in self.keys())
+
+
 @functools.lru_cache(maxsize=1)
 def _load_grid() -> dict:
     """{(version, chip, E, K): sweep table} from the committed file ({} when it is missing)."""
     if not GRID_PATH.exists():
         return {}
-    grid = pd.read_csv(GRID_PATH)
-    return {(v, c, int(e), int(k)): g.drop(columns=["version", "chip", "E", "K"]).reset_index(drop=True)
-            for (v, c, e, k), g in grid.groupby(["version", "chip", "E", "K"], sort=False)}
+    return _Grid(pd.read_csv(GRID_PATH))
 
 
 def _tune(table: pd.DataFrame) -> TuneResult | None:
