@@ -175,7 +175,8 @@ def warm_when_idle(holder, jobs) -> None:
     for one job at most (a timing-only run, milliseconds), then finds its configuration cached.
     A later call for the same ``holder`` replaces the jobs left. Without a running event loop
     (plain Python, tests) nothing runs: the caches fill on demand as before. Errors a configuration
-    raises are the explorer's to show when it is chosen: here they are dropped."""
+    raises are the explorer's to show when it is chosen (it runs again then): here they are
+    dropped, so a warm-up never writes into a cell's output."""
     import asyncio
 
     try:
@@ -194,7 +195,7 @@ def warm_when_idle(holder, jobs) -> None:
             return
         try:
             job()
-        except _EXPECTED_ERRORS:
+        except Exception:     # noqa: BLE001 - shown by the move that picks it, not by the warm-up
             pass
         loop.call_later(_WARM_GAP_S, step)
     loop.call_later(_WARM_GAP_S, step)
