@@ -98,7 +98,17 @@ def _blocks_to_show(timeline: Timeline, max_blocks, max_cores: int) -> tuple[int
 
 
 def _timeline_data(timeline: Timeline, max_blocks, max_cores: int):
-    """Per-trace bar data, the y rows in display order, and a note on what was cut."""
+    """Per-trace bar data, the y rows in display order, and a note on what was cut. Kept on the
+    timeline (a finished run does not change): an explorer that shows a cached run again, or
+    prepared it while idle, does not rebuild its bars."""
+    memo = timeline.__dict__.setdefault("_npu_figure_data", {})
+    key = (max_blocks, int(max_cores))
+    if key not in memo:
+        memo[key] = _build_timeline_data(timeline, max_blocks, int(max_cores))
+    return memo[key]
+
+
+def _build_timeline_data(timeline: Timeline, max_blocks, max_cores: int):
     blocks, cut = _blocks_to_show(timeline, max_blocks, max_cores)
     df = timeline.events(max_blocks=blocks)
     df = df[df["core"] < max_cores]
