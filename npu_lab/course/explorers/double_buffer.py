@@ -80,10 +80,13 @@ class DoubleBufferExplorer(_Explorer):
                 yield lambda v=v, ts=TILE_S_CHOICES[i]: self._prepare(v, ts)
 
     def _prepare(self, version: str, tile_s: int) -> None:
-        """The runs of (version, tileS) and the bars of its timeline (kept on the run)."""
+        """The runs of (version, tileS); for the kernel shown, also the bars of its timeline (kept
+        on the run). Only the tileS slider's bars: building a small tile's thousands of bars for
+        every kernel made single idle jobs long enough to delay a move (measured in the browser)."""
         run = self._run(version, tile_s)
         self._run("v1", tile_s)
-        _timeline_data(run.timeline, None, self.max_cores)
+        if version == self.version.value:
+            _timeline_data(run.timeline, None, self.max_cores)
 
     def hand_schedule(self):
         """(schedule of one core by hand, tiles per core) for the current controls."""
