@@ -299,6 +299,10 @@ def _explorer_moves(control, n: int = 6) -> list:
     return [v for v in values if v != control.value] + [control.value]
 
 
+#: also time moves as a browser drives them, with idle time between (off: `NPU_LAB_BENCH_FAST=1`)
+BROWSER_MOVES = not __import__("os").environ.get("NPU_LAB_BENCH_FAST")
+
+
 def every_explorer():
     """(name, constructor) of every slider explorer the notebooks display."""
     from npu_lab.course import explorers as X
@@ -309,7 +313,7 @@ def every_explorer():
             ("Level0Explorer (02)", Level0Explorer), ("DiscreteChainExplorer (02)", X.DiscreteChainExplorer),
             ("UbBudgetExplorer (03)", X.UbBudgetExplorer), ("TileSweepExplorer (04)", X.TileSweepExplorer),
             ("DoubleBufferExplorer (05)", X.DoubleBufferExplorer), ("FastExpExplorer (06)", X.FastExpExplorer),
-            ("TuningExplorer (07)", X.TuningExplorer)]
+            ("TuningExplorer (07)", X.TuningExplorer), ("GemmExplorer (09)", X.GemmExplorer)]
 
 
 def explorer_move_times(make) -> tuple[float, list[float]]:
@@ -327,6 +331,35 @@ def explorer_move_times(make) -> tuple[float, list[float]]:
     return build, times
 
 
+def explorer_browser_move_times(make, pause_s: float = 0.3) -> list[float]:
+    """Per-move seconds as a browser drives it: each control stepped as its front end sends it
+    (``set_state``) inside a running event loop, with ``pause_s`` of idle time between moves (a
+    person pressing a key): what an explorer precomputes while idle is in place for the next move."""
+    import asyncio
+
+    import ipywidgets as W
+
+    e = make()
+    times = []
+
+    async def drive():
+        e._repr_mimebundle_()            # displayed: explorers start precomputing here
+        await asyncio.sleep(pause_s)
+        for control in getattr(e, "_controls", ()) or (getattr(e, c) for c in ("tiles", "buffers", "chip")):
+            for v in _explorer_moves(control):
+                if isinstance(control, (W.SelectionSlider, W.Dropdown, W.ToggleButtons)):
+                    values = [o[1] if isinstance(o, tuple) else o for o in control.options]
+                    state = {"index": values.index(v)}
+                else:
+                    state = {"value": v}
+                start = time.perf_counter()
+                control.set_state(state)
+                times.append(time.perf_counter() - start)
+                await asyncio.sleep(pause_s)
+    asyncio.run(drive())
+    return times
+
+
 def bench_every_explorer() -> None:
     """Issue 16 §5: every explorer of every notebook: its build, and a move of each control
     (.value set -> the explorer's update done), median and worst over first visits and returns."""
@@ -336,6 +369,10 @@ def bench_every_explorer() -> None:
         row(f"{name}: build", build * 1e3, "ms")
         row(f"{name}: move, median", statistics.median(times) * 1e3, "ms", f"worst {max(times) * 1e3:.0f} ms, "
             f"{len(times)} moves")
+        if BROWSER_MOVES:
+            times = explorer_browser_move_times(make)
+            row(f"{name}: browser-like move, median", statistics.median(times) * 1e3, "ms",
+                f"worst {max(times) * 1e3:.0f} ms, 0.3 s idle between moves")
 
 
 #: Sections in print order; append yours.

@@ -73,6 +73,62 @@ def test_tuning_explorer_circles_the_tuners_choice_and_explains_refusals():
         TuningExplorer(version="v4")               # v4 has no tileS
 
 
+# ---- the TuningExplorer's committed sweeps (issue 16 §5: no simulation on a slider move) ----
+_GRID_SAMPLE = [("v1", "article", 8, 1), ("v1", "article", 64, 2), ("v2", "ascend-910b2", 256, 8),
+                ("v2c", "ascend-310p3", 32, 4), ("v3", "ascend-910b2", 128, 2), ("v3", "article", 16, 8)]
+
+
+def test_tuning_grid_covers_every_choice_and_is_fresh():
+    """The committed sweeps hold every (version, chip, E, K) the explorer offers, and a sample of
+    them equals a live sweep (regenerate with tuning.write_tuning_grid() when this fails)."""
+    from npu_lab.kernels.moe_gating import autotune, sweep
+    from npu_lab.course.explorers import tuning as T
+
+    grid = T._load_grid()
+    keys = {(v, c, e, k) for v in T.TUNING_VERSIONS for c in T.MOE_CHIPS for e in T.E_CHOICES
+            for k in T.K_CHOICES if k <= e}
+    assert set(grid) == keys
+    for key in _GRID_SAMPLE:
+        version, chip, E, K = key
+        live = sweep(version, 1, T.GRID_S, E, K, chip, T.TUNING_TILES)
+        assert T._same_sweep(grid[key], live), f"{key}: data/tuning_explorer_sweeps.csv is stale"
+        assert list(grid[key]["bottleneck"].fillna("")) == list(live["bottleneck"].where(live["latency_us"].notna(), "").fillna(""))
+        truth = autotune(1, T.GRID_S, E, K, version=version, hw=chip, candidates=list(T.TUNING_TILES))
+        mine = T._tune(grid[key])
+        assert (mine.tile_s, mine.latency_us, mine.reason) == (truth.tile_s, truth.latency_us, truth.reason)
+
+
+def test_tuning_explorer_moves_without_simulating(monkeypatch):
+    from npu_lab.course.explorers import tuning as T
+
+    te = T.TuningExplorer(chip="ascend-910b2", version="v2")
+    assert te._shipped, "the committed sweeps were not used"
+
+    def no_sim(*a, **k):
+        raise AssertionError("a slider move simulated")
+    monkeypatch.setattr(T, "autotune", no_sim)
+    monkeypatch.setattr(T, "sweep", no_sim)
+    for E in T.E_CHOICES:
+        te.E.value = E
+        assert te.error is None and f"E={E}," in te.status.value
+    te.K.value = 8
+    assert te.best.tile_s in T.TUNING_TILES and list(te.figure.data[1].x) == [te.best.tile_s]
+
+
+def test_tuning_explorer_ignores_a_stale_grid(monkeypatch):
+    """A committed sweep that no longer matches the model (a cost changed) is not shown."""
+    from npu_lab.course.explorers import tuning as T
+
+    stale = {k: v.assign(latency_us=v["latency_us"] * 1.5) for k, v in T._load_grid().items()}
+    monkeypatch.setattr(T, "_load_grid", lambda: stale)
+    te = T.TuningExplorer(chip="article", version="v1")
+    assert te._shipped == {}
+    te.E.value = 128
+    live = T.autotune(1, 1024, 128, 2, version="v1", hw="article", candidates=list(T.TUNING_TILES))
+    assert te.best.latency_us == live.latency_us
+    assert T.TuningExplorer(S=512)._shipped == {}          # the file is for S = 1024 only
+
+
 def test_heat_map_grid_marks_the_sweet_spot_and_refuses_a_bad_dimension():
     import numpy as np
 
@@ -196,3 +252,39 @@ def test_copy_bandwidth_check_says_what_went_wrong():
     assert "waited for" in check_copy_bandwidth(waited)
     assert "peak" in check_copy_bandwidth(c.peak_gbps)
     assert check_copy_bandwidth("fast").correct is False
+
+
+def test_explorers_precompute_the_next_moves_while_the_kernel_is_idle(monkeypatch):
+    """After a browser move, idle turns of the event loop fill the caches for the neighbouring
+    values, so the next move simulates nothing; a newer move re-aims the warm-up."""
+    import asyncio
+
+    from npu_lab.course.explorers import DoubleBufferExplorer, TileSweepExplorer
+    from npu_lab.course.explorers import double_buffer, tile_sweep
+
+    dbe, tse = DoubleBufferExplorer(), TileSweepExplorer(chip="article")
+
+    async def moves():
+        dbe.tile_s.set_state({"index": 4})      # a SelectionSlider's front end sends its index: 16
+        tse.tile_s.set_state({"value": 9})
+        for _ in range(3000):                    # until both warm-ups ran out of jobs (30 s at most)
+            await asyncio.sleep(0.01)
+            if getattr(dbe, "_npu_warm", 1) is None and getattr(tse, "_npu_warm", 1) is None:
+                break
+
+    asyncio.run(moves())
+    assert dbe.tile_s.value == 16 and tse.tile_s.value == 9
+
+    def no_sim(*a, **k):
+        raise AssertionError("a move simulated: its run was not precomputed")
+    monkeypatch.setattr(double_buffer, "simulate_moe_gating", no_sim)
+    monkeypatch.setattr(tile_sweep, "simulate_moe_gating", no_sim)
+    monkeypatch.setattr(tile_sweep, "sweep", no_sim)
+    for ts, version in ((64, "v2"), (1, "v1"), (4, "v2c")):
+        dbe.set(tile_s=ts, version=version)
+        assert dbe.error is None and dbe.result.tiling.tileS == ts
+    for ts in (10, 13, 5, 9):
+        tse.tile_s.value = ts
+        assert tse.error is None
+    tse.S.value = 1025                           # one step of a shape slider: warmed too
+    assert tse.error is None and tse.result.latency_us > 0

@@ -97,3 +97,28 @@ def test_tile_len_for_cuts_each_cores_share():
     assert tile_len_for(48 * 1000, hw, 3) % 8 == 0
     with pytest.raises(ValueError):
         tile_len_for(1024, hw, 0)
+
+
+def test_a_browser_move_syncs_the_figure_state_after_a_pause_a_move_from_code_at_once():
+    """The full figure copy (for pages built later, e.g. Voila) is not paid on every browser move:
+    it runs once the kernel has been idle SYNC_DELAY_S; a change from code syncs at once."""
+    import asyncio
+
+    from npu_lab.course import viz
+    from npu_lab.course.explorers import TileSweepExplorer
+
+    e = TileSweepExplorer(chip="article")
+    point = lambda: e.figure._widget_data[e.TRACE_CURRENT]["x"]   # noqa: E731
+    e.tile_s.value = 9                                             # from code: synced now
+    assert list(point()) == [9]
+
+    async def browser_moves():
+        e.tile_s.set_state({"value": 10})                          # what a front-end message does
+        e.tile_s.set_state({"value": 11})
+        assert list(e.figure.data[e.TRACE_CURRENT].x) == [11]      # the views got the move...
+        assert list(point()) == [9]                                # ...the copy waits
+        await asyncio.sleep(viz.SYNC_DELAY_S + 0.3)
+        assert list(point()) == [11]                               # one copy after the burst
+
+    asyncio.run(browser_moves())
+    assert viz.from_browser({"owner": e.tile_s, "name": "value"}) is False

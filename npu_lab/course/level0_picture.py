@@ -129,22 +129,36 @@ def level0_footprint(instruction: str = "Add", dtype="float32", mask=64, repeat_
 
 # ---------------------------------------------------------------------------- the picture
 def _grid(fp: Level0Footprint, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """(z, text): per operand row and element column the repeat that touches it (NaN: none)."""
+    """(z, lane): per operand row and element column the repeat that touches it and the lane that
+    does (NaN / -1: none). The hover text is built in the browser from these and the static block
+    numbers (``customdata``), so a slider move sends two small integer grids, not 1 536 strings."""
     z = np.full((len(fp.offsets), width), np.nan)
-    text = np.full((len(fp.offsets), width), "", dtype=object)
-    for row, (operand, off) in enumerate(fp.offsets.items()):
+    lane_of = np.full((len(fp.offsets), width), -1, dtype=np.int64)
+    lanes = np.asarray(fp.lanes)
+    for row, off in enumerate(fp.offsets.values()):
         for r in range(off.shape[0]):
-            for lane, e in zip(fp.lanes, off[r]):
-                if e < width:
-                    z[row, e] = r
-                    text[row, e] = f"{operand}[{e}] · block {e // fp.per_block} · repeat {r}, lane {lane}"
-    return z, text
+            keep = off[r] < width
+            z[row, off[r][keep]] = r
+            lane_of[row, off[r][keep]] = lanes[keep]
+    return z, lane_of
 
 
 def _plotly_z(z: np.ndarray) -> list:
-    """``z`` with None for NaN: a heatmap gap. A NaN in a widget's message is not JSON (the
-    front end logs 'Out of range float values are not JSON compliant')."""
-    return [[None if v != v else float(v) for v in row] for row in z]
+    """``z`` (whole repeat numbers) as ints with None for NaN: a heatmap gap. A NaN in a widget's
+    message is not JSON (the front end logs 'Out of range float values are not JSON compliant')."""
+    return [[None if v != v else int(v) for v in row] for row in z.tolist()]
+
+
+def _plotly_lanes(lane_of: np.ndarray) -> list:
+    return [[None if v < 0 else v for v in row] for row in lane_of.tolist()]
+
+
+def _blocks(fp: Level0Footprint, width: int) -> list:
+    return [[e // fp.per_block for e in range(width)] for _ in fp.offsets]
+
+
+#: hover of one element: operand[element] · block · repeat, lane (from z, text = lane, customdata = block)
+_HOVER = "%{y}[%{x}] \u00b7 block %{customdata} \u00b7 repeat %{z}, lane %{text}<extra></extra>"
 
 
 def _title(fp: Level0Footprint) -> str:
@@ -163,12 +177,13 @@ def level0_figure(fp: Level0Footprint, width: int | None = None, *, widget: bool
     if width is None:
         last = max(fp.last_element(op) for op in fp.offsets)
         width = max(per_repeat, -(-(last + 1) // fp.per_block) * fp.per_block)
-    z, text = _grid(fp, int(width))
+    z, lane_of = _grid(fp, int(width))
     cls = go.FigureWidget if widget else go.Figure
     return cls(
-        data=[go.Heatmap(z=_plotly_z(z), text=text, x=np.arange(width), y=list(fp.offsets), colorscale="Viridis",
+        data=[go.Heatmap(z=_plotly_z(z), text=_plotly_lanes(lane_of), customdata=_blocks(fp, int(width)),
+                         x=np.arange(width, dtype=np.int32), y=list(fp.offsets), colorscale="Viridis",
                          zmin=0, zmax=max(1, fp.repeat_time - 1), xgap=1, ygap=4, hoverongaps=False,
-                         hovertemplate="%{text}<extra></extra>", colorbar=dict(title="repeat"))],
+                         hovertemplate=_HOVER, colorbar=dict(title="repeat"))],
         layout=dict(title=_title(fp), height=260, margin=dict(l=10, r=10, t=50, b=40),
                     xaxis=dict(title=f"element from the operand's address ({fp.dtype.name}; a block = "
                                      f"{fp.per_block} elements)", tick0=-0.5, dtick=fp.per_block,
@@ -226,10 +241,13 @@ class Level0Explorer(_Explorer):
         params = BinaryRepeatParams(self.dst_blk.value, self.src0_blk.value, self.src1_blk.value,
                                     self.dst_rep.value, self.src0_rep.value, self.src1_rep.value)
         self.fp = level0_footprint(self.instruction, "float32", self._mask(), self.repeat_time.value, params)
-        z, text = _grid(self.fp, self.WIDTH)
-        with self.figure.batch_update():
+        z, lane_of = _grid(self.fp, self.WIDTH)
+        zmax = max(1, self.fp.repeat_time - 1)
+        with self.figure.batch_update():     # only what changed is sent (plotly compares each value)
             trace = self.figure.data[0]
-            trace.z, trace.text, trace.zmax = _plotly_z(z), text, max(1, self.fp.repeat_time - 1)
+            trace.z, trace.text = _plotly_z(z), _plotly_lanes(lane_of)
+            if trace.zmax != zmax:
+                trace.zmax = zmax
         parts = []
         for op in self.fp.offsets:
             n, last = len(self.fp.touched(op)), self.fp.last_element(op)

@@ -19,12 +19,14 @@ from ..kernels.scaled_add import scaled_add
 from ..lang import UbOverflowError
 from ..presets import get_preset, list_presets
 from ..sim import SimulationError
-from .viz import sync_widget_state, timeline_figure, update_timeline_figure
+from .explorers._base import warm_when_idle
+from .viz import sync_after_move, sync_widget_state, timeline_figure, update_timeline_figure
 
 __all__ = ["BuffersExplorer", "buffers_explorer", "tile_len_for"]
 
 # Errors a learner can provoke with the controls: shown in the status line, never raised.
 _EXPECTED_ERRORS = (ValueError, UbOverflowError, HardwareSpecError, SimulationError)
+_CACHE_SIZE = 256   # configurations kept per explorer (a timeline of 1M elements is ~100 KB)
 
 
 def tile_len_for(n: int, hw: HardwareSpec, tiles_per_core: int) -> int:
@@ -96,6 +98,7 @@ class BuffersExplorer(W.VBox):
         self.status = W.HTML()
         self.error = None
         self.last_update_s = 0.0
+        self._runs = {}
         first, error = self._run()
         if first is None:
             raise ValueError(f"the explorer's starting point does not run: {error}")
@@ -114,14 +117,24 @@ class BuffersExplorer(W.VBox):
         b, t = self.buffers.value, self.tiles.value
         return f"scaled_add, n = {self.n:,}, {_plural(b, 'buffer')}, {_plural(t, 'tile')}/core"
 
-    def _run(self, buffers: int | None = None):
-        """(timeline, None) or (None, the library's error message)."""
-        hw = self._spec()
-        num_buffers = buffers or self.buffers.value
-        tile_len = tile_len_for(self.n, hw, self.tiles.value)
+    def _run(self, buffers: int | None = None, *, tiles: int | None = None, chip: str | None = None):
+        """(timeline, None) or (None, the library's error message) for the current controls (or
+        the ``tiles`` / ``chip`` given); cached per (chip, tiles, buffers), so a slider moved back
+        and forth (and the status line's other buffer count) simulates each configuration once."""
+        key = (chip or self.chip.value, tiles or self.tiles.value, buffers or self.buffers.value)
+        hit = self._runs.get(key)
+        if hit is None:
+            hit = self._runs[key] = self._simulate(*key)
+            if len(self._runs) > _CACHE_SIZE:
+                self._runs.pop(next(iter(self._runs)))     # the oldest entry
+        return hit
+
+    def _simulate(self, chip: str, tiles: int, num_buffers: int):
+        hw = self._custom.get(chip) or get_preset(chip)
+        tile_len = tile_len_for(self.n, hw, tiles)
         need = 3 * num_buffers * tile_len * 4          # 3 float32 queues x buffers
         if need > hw.ub_usable_bytes:   # say it in the control's unit: tiles per core
-            return None, (f"{self.tiles.value} tile(s)/core make tiles of {tile_len:,} elements: "
+            return None, (f"{tiles} tile(s)/core make tiles of {tile_len:,} elements: "
                           f"3 queues x {num_buffers} buffer(s) x {tile_len:,} x 4 B = {need:,} B, more than "
                           f"the {hw.ub_usable_bytes:,} B UB of {hw.name}. The smallest tiles/core that fits: "
                           f"{smallest_tiles_per_core(self.n, hw, num_buffers)}.")
@@ -155,12 +168,26 @@ class BuffersExplorer(W.VBox):
             self.timeline = t
             update_timeline_figure(self.figure, t, title=self._title())
             self._show(t)
-        sync_widget_state(self.figure)   # for pages that build views later (Voila)
+        # for pages that build views later (Voila): now after a change from code, after a pause in
+        # the browser's moves
+        sync_after_move(self, lambda: sync_widget_state(self.figure), change)
+        warm_when_idle(self, self._neighbours())     # the next moves' runs, while the kernel is idle
         self.last_update_s = time.perf_counter() - start
 
     def _repr_mimebundle_(self, **kwargs):
         sync_widget_state(self.figure)
+        warm_when_idle(self, self._neighbours())
         return super()._repr_mimebundle_(**kwargs)
+
+    def _neighbours(self):
+        """Runs the next moves need (the tiles slider one to three steps away, both buffer counts):
+        run while the kernel is idle (:func:`~npu_lab.course.explorers._base.warm_when_idle`)."""
+        chip, here = self.chip.value, self.tiles.value
+        for step in (1, -1, 2, -2, 3, -3):
+            tiles = here + step
+            if self.tiles.min <= tiles <= self.tiles.max:
+                for b in (self.buffers.value, 3 - self.buffers.value):
+                    yield lambda t=tiles, b=b: self._run(b, tiles=t, chip=chip)
 
     def redraw(self) -> None:
         """Re-run and redraw with the current control values."""

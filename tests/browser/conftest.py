@@ -75,3 +75,7 @@ def voila_server():
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _SHOTS_KEY in config.stash:
         terminalreporter.write_line(f"browser screenshots: {config.stash[_SHOTS_KEY]}")
+    from .test_slider_latency import summary_lines   # the keypress -> plot table, when it ran
+
+    for line in summary_lines():
+        terminalreporter.write_line(line)

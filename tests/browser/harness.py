@@ -852,3 +852,109 @@ def wait_for_plot_change(page: Any, before: list[dict], timeout: float = PLOT_CH
     """
     return wait_for_plot(page, "(d, before) => JSON.stringify(d) !== JSON.stringify(before)",
                          plot_index=plot_index, plot=plot, arg=before, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- keypress -> plot latency
+
+# Armed before a key press: remembers the plot's data (its arrays by reference, and as JSON), then
+# records, in the page's own clock (performance.now, ms), the keydown on the slider's handle, the
+# kernel messages of the move (when a notebook panel's kernel is found: the comm message that
+# carries the new value out, the comm messages that come back, with their sizes) and the first
+# moment the plot's data differ from before. The plot is checked at every plotly event on it
+# (plotly_afterplot / _restyle / _update / _relayout) and every 4 ms in between, first by
+# reference (cheap: plotly's update swaps in new arrays), then by value. Playwright's own
+# round trips are not in the figure.
+_ARM_LATENCY_JS = r"""
+([gd, handle, path]) => {
+  const old = window.__npuLatency;
+  if (old && old.disarm) old.disarm();
+  const refs = () => gd.data.map(t => Object.keys(t).filter(k => !k.startsWith('_')).map(k => [k, t[k]]));
+  const json = () => JSON.stringify(gd.data, (k, v) => (k.startsWith('_') ? undefined
+      : ArrayBuffer.isView(v) ? Array.from(v) : v));
+  const sameRefs = (a, b) => a.length === b.length && a.every((t, i) => t.length === b[i].length
+      && t.every(([k, v], j) => b[i][j][0] === k && b[i][j][1] === v));
+  const rec = {key: null, sent: null, recv: [], change: null, armed: performance.now()};
+  let beforeRefs = refs(), beforeJson = json(), timer = null;
+  const check = () => {
+    if (rec.change !== null || rec.key === null) return;
+    const now = refs();
+    if (sameRefs(now, beforeRefs)) return;
+    beforeRefs = now;
+    if (json() !== beforeJson) { rec.change = performance.now(); rec.disarm(); }
+  };
+  const onKey = () => { if (rec.key === null) rec.key = performance.now(); };
+  handle.addEventListener('keydown', onKey, true);
+  const events = ['plotly_afterplot', 'plotly_restyle', 'plotly_update', 'plotly_relayout'];
+  events.forEach(e => gd.on && gd.on(e, check));
+  timer = setInterval(check, 4);
+  let kernel = null, onAny = null;
+  const app = window.jupyterapp;
+  if (app && app.shell && path) {
+    for (const w of app.shell.widgets('main'))
+      if (w.context && w.context.path === path && w.sessionContext && w.sessionContext.session)
+        kernel = w.sessionContext.session.kernel;
+  }
+  if (kernel) {
+    const size = (msg) => {
+      let n = 0;
+      try { n = JSON.stringify(msg.content).length; } catch (e) { n = -1; }
+      for (const b of msg.buffers || []) n += b.byteLength || 0;
+      return n;
+    };
+    onAny = (_, {msg, direction}) => {
+      if (rec.key === null || rec.change !== null) return;
+      const type = msg.header && msg.header.msg_type;
+      if (type !== 'comm_msg') return;
+      if (direction === 'send' && rec.sent === null) rec.sent = performance.now();
+      else if (direction === 'recv') rec.recv.push([performance.now(), size(msg)]);
+    };
+    kernel.anyMessage.connect(onAny);
+  }
+  rec.disarm = () => {
+    clearInterval(timer);
+    handle.removeEventListener('keydown', onKey, true);
+    if (gd.removeListener) events.forEach(e => gd.removeListener(e, check));
+    if (kernel && onAny) kernel.anyMessage.disconnect(onAny);
+  };
+  window.__npuLatency = rec;
+  return true;
+}
+"""
+
+_LATENCY_RESULT_JS = r"""
+() => {
+  const r = window.__npuLatency;
+  if (!r || r.change === null) return null;
+  const rel = (t) => (t === null ? null : t - r.key);
+  return {total_ms: r.change - r.key, sent_ms: rel(r.sent),
+          first_reply_ms: r.recv.length ? rel(r.recv[0][0]) : null,
+          replies: r.recv.length, reply_bytes: r.recv.reduce((s, x) => s + Math.max(0, x[1]), 0),
+          last_reply_ms: r.recv.length ? rel(r.recv[r.recv.length - 1][0]) : null,
+          trace: r.recv.map(([t, n]) => [Math.round(rel(t) * 10) / 10, n])};
+}
+"""
+
+
+def keypress_to_plot_ms(page: Any, slider: Any, plot: Any, key: str = "ArrowRight", *,
+                        notebook_path: str | None = None, timeout: float = PLOT_CHANGE_TIMEOUT) -> dict:
+    """Press ``key`` on ``slider``'s handle and time, in the page's clock, keydown -> the plot's
+    data changed. Returns ``{"total_ms", "sent_ms", "first_reply_ms", "replies", "reply_bytes"}``:
+    the total, and (when ``notebook_path`` names an open JupyterLab notebook, so its kernel's
+    messages can be watched) when the value left for the kernel, when the first comm message came
+    back (the kernel's work in between), how many comm messages came back before the plot changed
+    and their size in bytes. Raises ``TimeoutError`` when the plot does not change in ``timeout`` s
+    (e.g. a slider at its end does not move)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    handle = slider.locator(".noUi-handle").first
+    handle.focus()
+    target = _plot_target(plot, UI_TIMEOUT)
+    page.evaluate(_ARM_LATENCY_JS, [target, handle.element_handle(), notebook_path])
+    handle.press(key)
+    try:
+        page.wait_for_function("() => !!window.__npuLatency && window.__npuLatency.change !== null",
+                               timeout=timeout * 1000, polling=20)
+    except PlaywrightTimeoutError:
+        page.evaluate("() => window.__npuLatency && window.__npuLatency.disarm()")
+        raise TimeoutError(f"the plot did not change within {timeout:.0f} s of {key} on the slider") from None
+    return page.evaluate(_LATENCY_RESULT_JS)

@@ -1,20 +1,28 @@
-"""Keypress -> plot redraw for every slider notebook, in JupyterLab in a real headless Chromium
-(``make test-browser``; marker ``browser``). Issue 16 §5.
+"""Keypress -> plot redraw for EVERY slider of every slider notebook, in JupyterLab in a real
+headless Chromium (``make test-browser``; marker ``browser``). Issue 16 §5.
 
-For each notebook: open a scratch copy, run all cells, focus one slider of its explorer, then press
-ArrowRight a few times, each time timing from the key press until the explorer's plot data in the
-page differ from before (the kernel ran the update, the widget message reached the page and
-plotly redrew). The figures are printed (median and worst per notebook; the goal is a median of
-at most 100 ms and a worst of at most 200 ms); the assertion is generous (worst under 1 s), so a
-loaded CI machine passes while a regression to seconds fails.
+For each notebook: open a scratch copy, run all cells, then for each explorer output (an output
+holding both a slider and a plotly graph) and each slider in it, press ArrowRight a few times
+(ArrowLeft once a slider stops at its end) and time every press in the page's own clock: from the
+keydown on the slider's handle until the explorer's plot data differ from before
+(:func:`harness.keypress_to_plot_ms`: the kernel ran the update, the widget message came back and
+plotly took the new data). Playwright's round trips are not in the figure. A table of every slider
+(median and worst, and how long the kernel took to answer) is printed at the end of the session.
 
-Run one notebook: ``PYTHONPATH=$PWD .venv/bin/python -m pytest -m browser -q tests/browser -k 03_``.
+Goal (issue 16): a median of at most 100 ms and a worst of at most 200 ms per notebook, on a quiet
+machine. Asserted: a median of at most 250 ms and a worst of at most 600 ms. The allowance is for a
+loaded CI machine (2 cores shared by several jobs: the kernel, JupyterLab's server and Chromium
+then wait for a core, which measured 2-3x the quiet figures); a regression to a slider that
+simulates on every move (300-1000 ms on a quiet machine) still fails. The table says which goal
+each notebook met.
+
+Run one notebook: ``PYTHONPATH=$PWD .venv/bin/python -m pytest -m browser -q -s tests/browser -k 03_``.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
-import time
 from pathlib import Path
 
 import pytest
@@ -22,49 +30,111 @@ import pytest
 from . import harness as h
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-#: notebook -> the description of the slider moved (unique in that notebook), or (description, which
-#: of several: 0 is the first)
-SLIDERS = {
-    "01_hardware_model.ipynb": ("tiles/core", 0),     # 01 has two buffers explorers
-    "02_discrete_pipeline.ipynb": "S",
-    "03_dynamic_tiling.ipynb": "E",
-    "04_fused_kernel.ipynb": "tileS",
-    "05_double_buffering.ipynb": "tileS",
-    "06_vectorization.ipynb": "floats",
-    "07_tuning.ipynb": "E",
-}
-MOVES = 4
-GOAL_MEDIAN_S, GOAL_WORST_S, BOUND_WORST_S = 0.100, 0.200, 1.0
+#: every notebook that displays an explorer with sliders (08b, 07b, 10 have none)
+SLIDER_NOTEBOOKS = ("01_hardware_model.ipynb", "02_discrete_pipeline.ipynb", "03_dynamic_tiling.ipynb",
+                    "04_fused_kernel.ipynb", "05_double_buffering.ipynb", "06_vectorization.ipynb",
+                    "07_tuning.ipynb", "09_cube_and_3d_grid.ipynb")
+MOVES = 3                 # timed presses per slider
+GOAL_MEDIAN_MS, GOAL_WORST_MS = 100, 200          # issue 16, a quiet machine
+BOUND_MEDIAN_MS, BOUND_WORST_MS = 250, 600        # asserted: a loaded CI machine (see the docstring)
+
+#: rows of the summary table, filled by the tests, printed by conftest's terminal summary
+RESULTS: list[dict] = []
+
+
+def _explorer_outputs(page):
+    """Outputs holding a slider and a plotly graph: the explorers, in notebook order."""
+    return (page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-slider"))
+            .filter(has=page.locator(".js-plotly-plot")))
+
+
+def _time_slider(page, slider, plot, notebook: str) -> list[dict]:
+    """MOVES timed presses; [] when the slider moves but its plot does not change (a slider that
+    only changes the status line, e.g. B in the UB budget: the bar is per tile)."""
+    times, key = [], "ArrowRight"
+    for _ in range(MOVES):
+        for attempt in range(2):   # a slider at its end does not move: turn round once
+            readout = h.slider_value(slider)
+            try:
+                times.append(h.keypress_to_plot_ms(page, slider, plot, key, notebook_path=notebook,
+                                                   timeout=8 if attempt == 0 else 15))
+                break
+            except TimeoutError:
+                if h.slider_value(slider) != readout:      # it moved, the plot did not change
+                    return times
+                if attempt:
+                    raise
+                key = "ArrowLeft" if key == "ArrowRight" else "ArrowRight"
+    return times
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("notebook", list(SLIDERS))
+@pytest.mark.parametrize("notebook", SLIDER_NOTEBOOKS)
 def test_keypress_to_plot(notebook, tmp_path, page, shots, lab_server):
+    if not (NOTEBOOKS / notebook).exists():
+        pytest.skip(f"{notebook} is not released")
     folder = h.copy_notebooks(NOTEBOOKS, tmp_path / "notebooks", [notebook])
     srv = lab_server(folder)
     errors = h.open_notebook_and_run_all(page, srv.url, srv.token, notebook)
     assert errors == [], f"error outputs: {errors}\nserver log:\n{srv.log_tail()}"
+    all_ms = []
     with h.screenshot_on_failure(page, shots, f"latency-{notebook}"):
-        label, nth = SLIDERS[notebook] if isinstance(SLIDERS[notebook], tuple) else (SLIDERS[notebook], None)
-        slider = h.find_slider(page, label, nth=nth)
-        explorer = h.output_of(page, slider)
-        h.scroll_into_view(explorer)
-        plot = h.plot_in(explorer)
-        before = h.read_plotly_data(page, plot=plot)
-        times, key = [], "ArrowRight"
-        for _ in range(MOVES):
-            for attempt in range(2):      # a slider left at its end does not move: turn round once
-                start = time.monotonic()
-                h.press_slider_key(page, slider, key, times=1)
+        outputs = _explorer_outputs(page)
+        assert outputs.count() >= 1, f"{notebook}: no explorer (slider + plot) found"
+        for j in range(outputs.count()):
+            out = outputs.nth(j)
+            sliders = out.locator(".widget-slider")
+            plot = out.locator(".js-plotly-plot").first
+            for i in range(sliders.count()):
+                slider = sliders.nth(i)
+                label = slider.locator(".widget-label").inner_text().strip()
+                h.scroll_into_view(slider)
+                h.read_plotly_data(page, plot=plot)            # drawn before the first press
                 try:
-                    before = h.wait_for_plot_change(page, before, plot=plot, timeout=5 if attempt == 0 else 15)
-                    break
-                except TimeoutError:
-                    if attempt:
-                        raise
-                    key = "ArrowLeft" if key == "ArrowRight" else "ArrowRight"
-            times.append(time.monotonic() - start)
-    median, worst = statistics.median(times), max(times)
-    print(f"{notebook}: keypress -> plot, {MOVES} moves of {label!r}: median {median * 1e3:.0f} ms, "
-          f"worst {worst * 1e3:.0f} ms (goal <= {GOAL_MEDIAN_S * 1e3:.0f} / {GOAL_WORST_S * 1e3:.0f} ms)")
-    assert worst < BOUND_WORST_S, f"{notebook}: a slider move took {worst:.2f} s to reach the plot"
+                    runs = _time_slider(page, slider, plot, notebook)
+                except TimeoutError as exc:
+                    raise AssertionError(f"{notebook}: explorer {j}, slider {label!r}: {exc}") from None
+                if not runs:
+                    RESULTS.append(dict(notebook=notebook, explorer=j, slider=label, median_ms=None, worst_ms=None,
+                                        kernel_ms=None, bytes=0, load=os.getloadavg()[0]))
+                    continue
+                ms = [r["total_ms"] for r in runs]
+                all_ms += ms
+                kernel = [r["first_reply_ms"] for r in runs if r["first_reply_ms"] is not None]
+                RESULTS.append(dict(notebook=notebook, explorer=j, slider=label, median_ms=statistics.median(ms),
+                                    worst_ms=max(ms), kernel_ms=statistics.median(kernel) if kernel else None,
+                                    bytes=statistics.median(r["reply_bytes"] for r in runs),
+                                    load=os.getloadavg()[0]))
+    median, worst = statistics.median(all_ms), max(all_ms)
+    print(f"{notebook}: keypress -> plot over {len(all_ms)} presses: median {median:.0f} ms, worst {worst:.0f} ms "
+          f"(goal <= {GOAL_MEDIAN_MS} / {GOAL_WORST_MS} ms; load average {os.getloadavg()[0]:.1f})")
+    assert median <= BOUND_MEDIAN_MS and worst <= BOUND_WORST_MS, (
+        f"{notebook}: keypress -> plot median {median:.0f} ms, worst {worst:.0f} ms; bound {BOUND_MEDIAN_MS} / "
+        f"{BOUND_WORST_MS} ms (goal {GOAL_MEDIAN_MS} / {GOAL_WORST_MS})")
+
+
+def summary_lines() -> list[str]:
+    """The table printed after the run: one row per slider, then one per notebook."""
+    if not RESULTS:
+        return []
+    lines = ["keypress -> plot data changed, in the page's clock (ms); kernel: keypress -> first reply",
+             f"{'notebook':<30} {'#':>1} {'slider':<14} {'median':>7} {'worst':>6} {'kernel':>7} {'bytes':>7} {'load':>5}"]
+    for r in RESULTS:
+        kernel = "" if r["kernel_ms"] is None else f"{r['kernel_ms']:.0f}"
+        if r["median_ms"] is None:
+            lines.append(f"{r['notebook']:<30} {r['explorer']:>1} {r['slider'][:14]:<14}  (the plot does not depend on it)")
+            continue
+        lines.append(f"{r['notebook']:<30} {r['explorer']:>1} {r['slider'][:14]:<14} {r['median_ms']:>7.0f} "
+                     f"{r['worst_ms']:>6.0f} {kernel:>7} {r['bytes']:>7.0f} {r['load']:>5.1f}")
+    by_nb: dict[str, list[dict]] = {}
+    for r in RESULTS:
+        if r["median_ms"] is not None:
+            by_nb.setdefault(r["notebook"], []).append(r)
+    lines.append(f"per notebook (medians of the sliders' medians, worst of all presses); goal "
+                 f"<= {GOAL_MEDIAN_MS} / {GOAL_WORST_MS} ms")
+    for nb, rows in by_nb.items():
+        med = statistics.median(r["median_ms"] for r in rows)
+        worst = max(r["worst_ms"] for r in rows)
+        met = "goal met" if med <= GOAL_MEDIAN_MS and worst <= GOAL_WORST_MS else "over the goal"
+        lines.append(f"  {nb:<30} median {med:5.0f}  worst {worst:5.0f}  {met}")
+    return lines

@@ -9,7 +9,12 @@ move does; ``set(**values)`` changes several controls and redraws once.
 
 Every number comes from timing-only simulations (:func:`~npu_lab.kernels.moe_gating.sweep`,
 :func:`~npu_lab.kernels.moe_gating.simulate_moe_gating`), cached per configuration so moving
-the tileS slider over values already seen costs well under a millisecond of simulation.
+the tileS slider over values already seen costs well under a millisecond of simulation. While the
+kernel is idle, an explorer precomputes the configurations its controls' next steps need, one
+timing-only run per event-loop turn (``_base.warm_when_idle``), so a key press finds its run
+cached; the TuningExplorer reads its sweeps from a committed, checked file. A move from the
+browser sends only the traces that changed (one ``batch_update``); the full figure state, for
+pages built later (Voila), is copied once the moves pause (``viz.sync_after_move``).
 Configurations the library refuses (K > E, a tile that overflows the Unified Buffer, a row too
 wide for one core) show the library's error message in ``.status`` instead of raising; the
 message is also kept in ``.error`` (None after a successful update).

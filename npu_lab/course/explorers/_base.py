@@ -20,7 +20,7 @@ from ...kernels.moe_gating.run import ROW_TILED
 from ...lang import UbOverflowError
 from ...presets import get_preset
 from ...sim import SimulationError
-from ..viz import sync_widget_state
+from ..viz import sync_after_move, sync_widget_state
 
 #: Chips the explorers offer: the article-fitted preset and the two datasheet presets.
 MOE_CHIPS = ("article", "ascend-910b2", "ascend-310p3")
@@ -165,6 +165,42 @@ def _check_control_value(name: str, control, value) -> None:
                                                         for o in control.options)])
 
 
+#: Pause between two idle-time jobs, so a front-end message waits at most one job.
+_WARM_GAP_S = 0.005
+
+
+def warm_when_idle(holder, jobs) -> None:
+    """Run ``jobs`` (zero-argument callables that fill an explorer's caches) one per turn of the
+    kernel's event loop, after the messages already waiting: a slider move arriving meanwhile waits
+    for one job at most (a timing-only run, milliseconds), then finds its configuration cached.
+    A later call for the same ``holder`` replaces the jobs left. Without a running event loop
+    (plain Python, tests) nothing runs: the caches fill on demand as before. Errors a configuration
+    raises are the explorer's to show when it is chosen (it runs again then): here they are
+    dropped, so a warm-up never writes into a cell's output."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    it = iter(jobs)
+    holder._npu_warm = it
+
+    def step():
+        if getattr(holder, "_npu_warm", None) is not it:
+            return                                  # superseded by a newer move
+        job = next(it, None)
+        if job is None:
+            holder._npu_warm = None
+            return
+        try:
+            job()
+        except Exception:     # noqa: BLE001 - shown by the move that picks it, not by the warm-up
+            pass
+        loop.call_later(_WARM_GAP_S, step)
+    loop.call_later(_WARM_GAP_S, step)
+
+
 class _LRU(OrderedDict):
     """A small least-recently-used cache: ``get_or(key, make)``."""
 
@@ -202,11 +238,24 @@ class _Explorer:
             return
         start = time.perf_counter()
         self.update()
-        self._sync_figure_state()
+        self._warm_later()
+        # views in the browser have drawn the move: the synced state for pages built later waits
+        sync_after_move(self, self._sync_figure_state, change)
         self.last_update_s = time.perf_counter() - start
 
     def _sync_figure_state(self) -> None:
         sync_widget_state(self.figure)
+
+    def _neighbours(self):
+        """Zero-argument jobs that fill the caches for the controls' next values (nearest first);
+        :meth:`_warm_later` runs them while the kernel is idle. None here: an explorer whose
+        moves simulate defines them."""
+        return ()
+
+    def _warm_later(self) -> None:
+        """Precompute what the next slider moves will need, one job at a time, whenever the kernel
+        is idle (see :func:`warm_when_idle`); a new move re-aims it."""
+        warm_when_idle(self, self._neighbours())
 
     @contextmanager
     def hold(self):
@@ -238,6 +287,7 @@ class _Explorer:
 
     def _repr_mimebundle_(self, **kwargs):
         self._sync_figure_state()
+        self._warm_later()            # shown: the first moves will find their runs cached
         return self.widget._repr_mimebundle_(**kwargs)
 
 

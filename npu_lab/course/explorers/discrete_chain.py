@@ -80,6 +80,17 @@ class DiscreteChainExplorer(_Explorer):
             return discrete, fused
         return self._runs.get_or(key, both)
 
+    def _neighbours(self):
+        """Each slider one, then two steps away (two timing-only runs each)."""
+        B, S, E, K, chip = self.B_value, self.S.value, self.E.value, self.K.value, self.chip.value
+        for step in (1, -1, 2, -2):
+            for name, slider in (("S", self.S), ("E", self.E), ("K", self.K)):
+                value = slider.value + step
+                if slider.min <= value <= slider.max:
+                    shape = {**dict(S=S, E=E, K=K), name: value}
+                    if shape["K"] <= shape["E"]:
+                        yield lambda k=(B, shape["S"], shape["E"], shape["K"], chip): self._run(k)
+
     def update(self) -> None:
         B, S, E, K, chip = key = (self.B_value, self.S.value, self.E.value, self.K.value, self.chip.value)
         try:

@@ -10,7 +10,7 @@ import ipywidgets as W
 from ...kernels.moe_gating import simulate_moe_gating
 from ..pipeline_diagram import (handoff_costs, pipeline_figure, pipeline_schedule, stage_durations,
                                 update_pipeline_figure)
-from ..viz import sync_widget_state, timeline_figure, update_timeline_figure
+from ..viz import _timeline_data, sync_widget_state, timeline_figure, update_timeline_figure
 from ._base import _EXPECTED_ERRORS, _check_choice, _check_hw, _check_int, _error_html, _Explorer, _LRU
 
 #: tileS values the slider offers
@@ -69,6 +69,24 @@ class DoubleBufferExplorer(_Explorer):
     def _sync_figure_state(self) -> None:
         sync_widget_state(self.figure)
         sync_widget_state(self.hand)
+
+    def _neighbours(self):
+        """Every (kernel, tileS) run, the current kernel's nearest tileS first (28 timing-only runs)."""
+        here = TILE_S_CHOICES.index(self.tile_s.value)
+        versions = [self.version.value] + [v for _, v, _ in KERNEL_CHOICES if v != self.version.value]
+        order = sorted(range(len(TILE_S_CHOICES)), key=lambda i: abs(i - here))
+        for v in versions:
+            for i in order:
+                yield lambda v=v, ts=TILE_S_CHOICES[i]: self._prepare(v, ts)
+
+    def _prepare(self, version: str, tile_s: int) -> None:
+        """The runs of (version, tileS); for the kernel shown, also the bars of its timeline (kept
+        on the run). Only the tileS slider's bars: building a small tile's thousands of bars for
+        every kernel made single idle jobs long enough to delay a move (measured in the browser)."""
+        run = self._run(version, tile_s)
+        self._run("v1", tile_s)
+        if version == self.version.value:
+            _timeline_data(run.timeline, None, self.max_cores)
 
     def hand_schedule(self):
         """(schedule of one core by hand, tiles per core) for the current controls."""

@@ -71,15 +71,36 @@ class FastExpExplorer(_Explorer):
             return [s_lo + slope * (c - lo) for c in EXP_COSTS]
         return [self._speedup(c, n) for c in EXP_COSTS]
 
+    def _neighbours(self):
+        """The other lengths, nearest first (curve, break-even costs and the point: the break-even
+        bisections are what a first move of the floats slider waited for), then the Exp cost one
+        step either side."""
+        n, cost = self.n_floats.value, self.exp_cost.value
+        here = FLOAT_CHOICES.index(n)
+        for i in sorted(range(len(FLOAT_CHOICES)), key=lambda i: abs(i - here)):
+            m = FLOAT_CHOICES[i]
+            yield lambda m=m: self._curves.get_or(m, lambda: self._curve(m))
+            yield lambda m=m: self._point_at(cost, m)
+            yield lambda m=m: self._break_even_of(m)
+        for c in (cost + self.exp_cost.step, cost - self.exp_cost.step):
+            if self.exp_cost.min <= c <= self.exp_cost.max:
+                yield lambda c=c: self._point_at(c, n)
+
+    def _point_at(self, cost: float, n: int) -> float:
+        return self._points.get_or((cost, n), lambda: self._speedup(cost, n))
+
+    def _break_even_of(self, n: int):
+        # the break-even costs depend on the length only: bisected once per length, not per move
+        return self._break_even.get_or(n, lambda: (exp_break_even_cycles(self.hw, n),
+                                                   exp_break_even_cycles(self.hw, n, 2.0)))
+
     def update(self) -> None:
         n, cost = self.n_floats.value, self.exp_cost.value
         curve = self._curves.get_or(n, lambda: self._curve(n))
-        self.speedup = self._points.get_or((cost, n), lambda: self._speedup(cost, n))
+        self.speedup = self._point_at(cost, n)
         with self.figure.batch_update():
             self.figure.data[0].y = curve
             self.figure.data[1].x, self.figure.data[1].y = [cost], [self.speedup]
-        # the break-even costs depend on the length only: bisected once per length, not per move
-        even, double = self._break_even.get_or(n, lambda: (exp_break_even_cycles(self.hw, n),
-                                                          exp_break_even_cycles(self.hw, n, 2.0)))
+        even, double = self._break_even_of(n)
         self.status.value = (f"<b>{self.speedup:.2f}x</b> with Exp at {cost:g} cycles/repeat over {n} floats; "
                              f"break-even at {even:.1f}, 2x at {double:.1f} cycles/repeat")

@@ -75,9 +75,25 @@ class GemmExplorer(_Explorer):
                      tiling=tiling)
         return tl.total_us, tl.hbm_bytes, tl.bottleneck()[0], tiling
 
+    def _key(self, M, N, K):
+        return (M, N, K, self.base.value, self.version.value, self.k_split.value if self.version.value == "v4" else 0)
+
+    def _neighbours(self):
+        """M, N and K one size either side (a 4096^3 run is the slowest, 0.1-0.3 s): precomputed
+        while the kernel is idle, so a slider move finds it cached."""
+        here = {n: SIZES.index(getattr(self, n).value) for n in "MNK"}
+        for step in (1, -1):
+            for name in "MNK":
+                i = here[name] + step
+                if 0 <= i < len(SIZES):
+                    size = {n: SIZES[j] for n, j in here.items()}
+                    size[name] = SIZES[i]
+                    key = self._key(size["M"], size["N"], size["K"])
+                    yield lambda key=key: self._runs.get_or(key, lambda: self._run(*key))
+
     def update(self) -> None:
         M, N, K = self.M.value, self.N.value, self.K.value
-        key = (M, N, K, self.base.value, self.version.value, self.k_split.value if self.version.value == "v4" else 0)
+        key = self._key(M, N, K)
         try:
             us, hbm, verdict, t = self._runs.get_or(key, lambda: self._run(*key))
         except _ERRORS as err:

@@ -166,6 +166,22 @@ class TileSweepExplorer(_Explorer):
         return self._points.get_or(key + (tile_s,), lambda: simulate_moe_gating(
             B, S, E, K, version=version, hw=self._spec(chip), tile_s=tile_s))
 
+    def _neighbours(self):
+        """The current shape's tileS one to four steps away, then each shape slider one step away."""
+        key, ts = self._key(), self.tile_s.value
+        for step in (1, -1, 2, -2, 3, -3, 4, -4):
+            if 1 <= ts + step <= self.MAX_TILE_S:
+                yield lambda t=ts + step: self._point(key, t)
+        B, S, E, K, chip, version = key
+        for name, slider in (("S", self.S), ("E", self.E), ("K", self.K), ("B", self.B)):
+            for step in (1, -1):
+                value = slider.value + step
+                if slider.min <= value <= slider.max:
+                    shape = {**dict(B=B, S=S, E=E, K=K), name: value}
+                    other = (shape["B"], shape["S"], shape["E"], shape["K"], chip, version)
+                    if shape["K"] <= shape["E"]:
+                        yield lambda o=other: (self._sweep(o), self._point(o, ts))
+
     def at_article_shape(self) -> bool:
         return (self.B.value, self.S.value, self.E.value, self.K.value) == tuple(
             ARTICLE_SWEEP_SHAPE[k] for k in "BSEK")
