@@ -67,3 +67,45 @@ def test_bad_input():
     with pytest.raises(TypeError, match="float16"):
         z = np.zeros((1, 8, 2, 16), np.float32)
         decode_attention_cv(np.zeros((1, 2, 16), np.float32), z, z, (8,))
+
+
+# ---- v3 as a version of decode_attention (the ladder's cube + vector rung)
+
+def test_v3_is_a_decode_attention_version_equal_to_the_reference():
+    from npu_lab.kernels.decode import VERSIONS, decode_attention
+    from npu_lab.kernels.decode.reference import decode_attention_reference
+    assert VERSIONS.index("v2") < VERSIONS.index("v3") < VERSIONS.index("v4")
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 8, 64)).astype(np.float16)
+    k = rng.standard_normal((2, 150, 2, 64)).astype(np.float16)
+    v = rng.standard_normal((2, 150, 2, 64)).astype(np.float16)
+    lens = [150, 33]
+    r = decode_attention(q, k, v, lens, version="v3")
+    np.testing.assert_allclose(r.out, decode_attention_reference(q, k, v, lens), rtol=2e-3, atol=2e-3)
+    t = decode_attention((2, 8, 64), ((2, 150, 2, 64), np.float16), None, lens, version="v3", timing_only=True)
+    assert t.timeline.total_us == r.timeline.total_us and 0 < t.achieved < 1
+
+
+@pytest.mark.parametrize("kw", [dict(chunk=64), dict(splits=2), dict(block_dim=4)])
+def test_v3_refuses_the_vector_versions_tiling_options_by_name(kw):
+    from npu_lab.kernels.decode import decode_attention
+    q = np.zeros((1, 2, 64), np.float16)
+    k = np.zeros((1, 16, 1, 64), np.float16)
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        decode_attention(q, k, k, [16], version="v3", **kw)
+
+
+def test_v3_refuses_float32_kv():
+    from npu_lab.kernels.decode import decode_attention
+    k = np.zeros((1, 16, 1, 64), np.float32)
+    with pytest.raises(ValueError, match="fp16"):
+        decode_attention(np.zeros((1, 2, 64), np.float32), k, k, [16], version="v3")
+
+
+def test_ladder_runs_v3_at_the_notebook_shape_and_says_why_not_beyond_its_limit():
+    from npu_lab.kernels.decode import decode_ladder
+    df = decode_ladder(batch=2, context_len=256, q_heads=8, kv_heads=2, head_dim=64, versions=("v2", "v3"))
+    v2, v3 = df.set_index("version").loc["v2"], df.set_index("version").loc["v3"]
+    assert v3.time_us > 0 and v3.note == "" and v3.time_us < v2.time_us     # the cube does Q·Kᵀ and P·V
+    big = decode_ladder(batch=64, context_len=8192, q_heads=64, kv_heads=8, head_dim=128, versions=("v3",))
+    assert np.isnan(big.time_us[0]) and "not run" in big.note[0]

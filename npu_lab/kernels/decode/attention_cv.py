@@ -20,8 +20,8 @@ A task is (sequence b, KV head n); block (AI core group) i runs tasks i, i + blo
 Simplifications: one task at a time per group (the AIC waits for the softmax: no overlap between
 tasks; a second workspace slot would give it), S is kept whole per task in GM (no online softmax:
 the workspace holds G x Lmax floats per task), the sequence lengths are a kernel argument (a real
-kernel reads them from GM). Not registered in :mod:`npu_lab.kernels.decode.run` (another helper owns
-it) and no C++ listing yet.
+kernel reads them from GM). Run it as ``decode_attention(..., version="v3")``
+(:mod:`npu_lab.kernels.decode.run`); its C++ listing is ``attention_cv.cpp``.
 """
 
 from __future__ import annotations

@@ -29,7 +29,11 @@ from .validate import _whole, check_attention
 #: (rtol, atol) of the kernels against the float64 reference, per K/V dtype
 TOLERANCE = {np.dtype(np.float32): (1e-5, 1e-5), np.dtype(np.float16): (2e-3, 2e-3),
              np.dtype(np.uint16): (2e-3, 2e-3), np.dtype(np.int8): (1e-4, 1e-4)}   # uint16 = bfloat16 bits
-VERSIONS = ("v1", "v2", "v4", "v5")
+VERSIONS = ("v1", "v2", "v3", "v4", "v5")
+#: v3 (cube + vector in one mixed launch) is simulated core by core, without the block-class
+#: fast-forward the vector versions have: above this many (sequence, KV head) tasks x positions a
+#: timing-only run takes seconds, so the ladder reports it instead of running it
+V3_LADDER_MAX_POSITIONS = 1 << 16
 
 
 @dataclass
@@ -87,7 +91,11 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
         if value is not None:
             _whole(name, value, 1)          # 1.5 or "8" would be truncated or fail deep inside
     if version not in VERSIONS:
-        raise ValueError(f"version must be one of {VERSIONS} (v3, cube + vector, waits for the cube issue), got {version!r}")
+        raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
+    if version == "v3":
+        return _decode_attention_v3(q, k_cache, v_cache, seq_lens, hw=hw, timing_only=timing_only,
+                                    chunk=chunk, splits=splits, block_dim=block_dim, antiquant=antiquant,
+                                    block_table=block_table, sync=_sync)
     if timing_only and isinstance(k_cache, tuple):
         (kshape, kdtype), q_shape = k_cache, tuple(q)
         kc = vc = _Shape(kshape, kdtype)
@@ -154,6 +162,42 @@ def decode_attention(q, k_cache, v_cache, seq_lens, *, version: str = "v2", hw: 
     return DecodeResult(out, tl, t, kvb, kvb / (hw.hbm_bandwidth_gbps * 1e3))
 
 
+def _decode_attention_v3(q, k_cache, v_cache, seq_lens, *, hw, timing_only, chunk, splits, block_dim,
+                         antiquant, block_table, sync) -> DecodeResult:
+    """v3: Q·Kᵀ and P·V on the cube, the softmax on the vector cores, one mixed launch
+    (:mod:`.attention_cv`). fp16 q and K/V only (the cube's half inputs; a float32 q is rounded to
+    fp16 first, as a real C+V kernel's host would); its own fixed tiling (no chunk, splits,
+    block_dim, paging or antiquant: each is refused by name rather than ignored)."""
+    from .attention_cv import decode_attention_cv
+
+    given = [n for n, v in (("chunk", chunk), ("splits", splits), ("block_dim", block_dim),
+                            ("antiquant", antiquant), ("block_table", block_table), ("_sync", sync)) if v is not None]
+    if given:
+        raise ValueError(f"v3 (cube + vector) has its own fixed tiling and reads contiguous fp16 K/V: "
+                         f"{', '.join(given)} is for v1/v2/v4/v5")
+    hw = get_preset(hw) if isinstance(hw, str) else hw
+    if timing_only and isinstance(k_cache, tuple):
+        (kshape, kdtype) = k_cache
+        if np.dtype(kdtype) != np.float16:
+            raise ValueError(f"v3 reads fp16 K/V (the cube's half inputs), got {np.dtype(kdtype)}; use v5 for int8")
+        q_shape = tuple(q)
+        out, tl = decode_attention_cv(q_shape, tuple(kshape), tuple(kshape), seq_lens, hw=hw, timing_only=True)
+        n2, d = kshape[2], kshape[3]
+    else:
+        kc, vc = np.asarray(k_cache), np.asarray(v_cache)
+        if kc.dtype != np.float16 or vc.dtype != np.float16:
+            raise ValueError(f"v3 reads fp16 K/V (the cube's half inputs), got {kc.dtype} / {vc.dtype}; "
+                             "use v2 or v4 for float32 or bfloat16, v5 for int8")
+        qa = np.asarray(q)
+        if qa.dtype not in (np.float16, np.float32):
+            raise TypeError(f"q must be float16 or float32, got {qa.dtype}")
+        out, tl = decode_attention_cv(qa.astype(np.float16), kc, vc, seq_lens, hw=hw, timing_only=timing_only)
+        n2, d = kc.shape[2], kc.shape[3]
+    lens = np.asarray(seq_lens).reshape(-1)
+    kvb = kv_bytes_read(lens, n2, d, 2)
+    return DecodeResult(out, tl, None, kvb, kvb / (hw.hbm_bandwidth_gbps * 1e3))
+
+
 def decode_ladder(batch: int = 4, context_len: int = 1024, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
                   dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2", versions=VERSIONS) -> pd.DataFrame:
     """A timing-only run of each version at one shape (every sequence at ``context_len``; v5
@@ -164,6 +208,13 @@ def decode_ladder(batch: int = 4, context_len: int = 1024, q_heads: int = 32, kv
     lens = np.full(batch, context_len)
     for v in versions:
         kv_dtype = np.int8 if v == "v5" else dtype
+        if v == "v3" and batch * kv_heads * context_len > V3_LADDER_MAX_POSITIONS:
+            rows.append(dict(version=v, time_us=np.nan, kv_bytes=kv_bytes_read(lens, kv_heads, head_dim, 2),
+                             roofline_us=decode_roofline_us(lens, kv_heads, head_dim, 2, hw), achieved=np.nan,
+                             splits=np.nan, launches=0,
+                             note=f"not run: the mixed launch is simulated core by core (no fast-forward yet); "
+                                  f"ladder runs it up to {V3_LADDER_MAX_POSITIONS} task positions"))
+            continue
         try:
             r = decode_attention((batch, q_heads, head_dim), ((batch, context_len, kv_heads, head_dim), kv_dtype), None,
                                  lens, version=v, hw=hw, timing_only=True)
@@ -174,7 +225,7 @@ def decode_ladder(batch: int = 4, context_len: int = 1024, q_heads: int = 32, kv
                              achieved=np.nan, splits=np.nan, launches=0, note=str(e).split(";")[0]))
             continue
         rows.append(dict(version=v, time_us=r.timeline.total_us, kv_bytes=r.kv_bytes, roofline_us=r.roofline_us,
-                         achieved=r.achieved, splits=r.tiling.splits, launches=len(r.timeline.launches), note=""))
+                         achieved=r.achieved, splits=1 if r.tiling is None else r.tiling.splits, launches=len(r.timeline.launches), note=""))
     return pd.DataFrame(rows)
 
 
