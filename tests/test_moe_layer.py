@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from npu_lab.kernels.moe_gating import moe_gating_topk_reference, simulate_moe_gating
@@ -26,13 +26,17 @@ def _weights(rng, n, h, e, f):
 @given(n=st.integers(1, 40), h=st.sampled_from([16, 48, 64]), e=st.integers(2, 12), k=st.integers(1, 3),
        f=st.sampled_from([16, 32]), cf=st.sampled_from([None, 0.5, 1.0, 2.0]),
        act=st.sampled_from(["relu", "silu"]), seed=st.integers(0, 999))
+@example(n=5, h=64, e=2, k=1, f=32, cf=None, act="silu", seed=1)
 def test_layer_equals_plain_numpy(n, h, e, k, f, cf, act, seed):
     k = min(k, e)
     x, r, experts = _weights(np.random.default_rng(seed), n, h, e, f)
     cfg = MoeLayerConfig(e, k, f, capacity_factor=cf, activation=act)
     got = moe_layer(x, r, experts, cfg)
     ref = moe_layer_reference(x, r, experts, cfg)
-    np.testing.assert_allclose(got.output, ref, rtol=1e-5, atol=1e-5)
+    # the FFN's hidden activation is rounded to fp16; numpy's fp32 sums over a block of tokens and over one
+    # token may differ in the last bit and flip one such rounding (2^-11 relative): ~1e-5 at the output
+    # (the example above: 1.3e-5, on main too)
+    np.testing.assert_allclose(got.output, ref, rtol=1e-4, atol=1e-4)
     assert list(got.stages.index) == list(STAGES)
     assert got.stages["share"].sum() == pytest.approx(1.0)
 
