@@ -109,8 +109,9 @@ def gating_share_truth() -> float:
 
 
 def check_gating_share(answer) -> CheckResult:
-    """What share of the Qwen-MoE-like layer's time (8 tokens, fused v4 gating) is gating? Answer:
-    a fraction (0.05) or a percentage ("5%"), within a quarter of the truth."""
+    """What share of the Qwen-MoE-like layer's time (8 tokens, the preset's fused kernel: the grouped
+    kernel, softmax without renorm) is gating? Answer: a fraction (0.05) or a percentage ("5%"), within
+    a quarter of the truth."""
     if answer is None:
         return _missing("a fraction or a percentage")
     value = _number(answer, ("%",))

@@ -22,18 +22,30 @@ TOKEN_STEPS = (1, 2, 4, 8, 16, 64, 256, 1024, 2048)
 _GRIDS: dict = {}
 
 
+def _config(preset: str, gating: str):
+    """``"v4"``: the preset's fused kernel (v4, or the grouped kernel for a preset with routing
+    options); ``"discrete"``: the framework chain, which computes the softmax path only (for such a
+    preset: the softmax path of the same E and K)."""
+    p = ROUTER_PRESETS[preset]
+    if gating == "v4":
+        return p.layer_config()
+    return p.layer_config(gating_version=gating, softmax_path=not p.ladder_semantics)
+
+
 def layer_stages(preset: str, tokens: int, gating_version: str = "v4"):
-    """The stage table of ``preset``'s layer at ``tokens`` tokens (cached)."""
+    """The stage table of ``preset``'s layer at ``tokens`` tokens (cached); ``gating_version`` as
+    the explorer's ``.gating`` (see :func:`_config`)."""
     key = (preset, int(tokens), gating_version)
     if key not in _GRIDS:
         p = ROUTER_PRESETS[preset]
-        _GRIDS[key] = moe_layer_timing(int(tokens), p.hidden_dim, p.layer_config(gating_version=gating_version)).stages
+        _GRIDS[key] = moe_layer_timing(int(tokens), p.hidden_dim, _config(preset, gating_version)).stages
     return _GRIDS[key]
 
 
 class MoeLayerExplorer(_Explorer):
     """Controls ``.preset`` (Dropdown), ``.tokens`` (SelectionSlider over :data:`TOKEN_STEPS`),
-    ``.gating`` (v4 fused / the discrete chain). ``.figure``: one bar per stage (µs);
+    ``.gating`` ("v4": the preset's fused kernel — v4, or the grouped kernel when the preset has
+    routing options; "discrete": the unfused chain, softmax path). ``.figure``: one bar per stage (µs);
     ``.status``: total, gating's share."""
 
     def __init__(self, preset: str = "Qwen-MoE-like", tokens: int = 8, gating: str = "v4"):
@@ -42,7 +54,7 @@ class MoeLayerExplorer(_Explorer):
         _check_choice("gating", gating, [(None, g) for g in ("v4", "discrete")])
         self.preset = W.Dropdown(options=list(ROUTER_PRESETS), value=preset, description="model", layout=_DROPDOWN)
         self.tokens = W.SelectionSlider(options=list(TOKEN_STEPS), value=tokens, description="tokens")
-        self.gating = W.Dropdown(options=[("fused v4", "v4"), ("discrete chain", "discrete")], value=gating,
+        self.gating = W.Dropdown(options=[("fused kernel", "v4"), ("discrete chain", "discrete")], value=gating,
                                  description="gating")
         self.status = W.HTML()
         self.stages = None
@@ -72,7 +84,8 @@ class MoeLayerExplorer(_Explorer):
             self.figure.data[0].marker.color = colors
             self.figure.layout.title = f"{preset}, {n} tokens: {total:.0f} µs"
         share = float(st.loc["gating", "us"]) / total
-        self.status.value = (f"total <b>{total:.1f} µs</b>; gating {float(st.loc['gating', 'us']):.1f} µs = "
+        kernel = _config(preset, g).gating_version
+        self.status.value = (f"total <b>{total:.1f} µs</b>; gating ({kernel}) {float(st.loc['gating', 'us']):.1f} µs = "
                              f"<b>{share:.1%}</b>; expert GEMMs "
                              f"{float(st.loc[['experts_up', 'experts_down'], 'us'].sum()) / total:.0%} "
                              "(grey: stand-ins)")

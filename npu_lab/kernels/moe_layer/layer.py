@@ -8,7 +8,8 @@ stage          how it is timed                                                 n
 =============  ==============================================================  ===================
 router         cube GEMM ``gemm`` (npu_lab/kernels/gemm), [N, H]·[H, E], fp16  GEMM (fp16 in, fp32
                in, fp32 out                                                    accumulate and out)
-gating         ``moe_gating_topk`` (``config.gating_version``, softmax path)   the kernel
+gating         ``moe_gating_topk`` ``config.gating_version``: v4 (softmax      the kernel
+               path) or, with ``gating_options``, the grouped kernel
 dispatch       the dispatch kernel (moe_gating/dispatch_kernel.py, 2 launches) ``moe_dispatch``
 gather         the gather kernel (gather.py): ``expanded_x = x[row // K]``      the kernel
 experts_up     cube GEMM per expert [n_e, H]·[H, F], one grouped launch        GEMM precision
@@ -28,8 +29,9 @@ Numbers: with ``full_kernels=True`` every simulated stage computes its outputs o
 (small shapes; tests use it); by default the numbers come from what those kernels are tested equal
 to (numpy GEMMs at the cube's precision, ``moe_gating_topk``'s own kernel for gating — it is exact —,
 the host ``moe_dispatch``) and the times from timing-only runs of the same kernels, which give exactly
-the full runs' timelines. The gating call is in one place, :func:`run_gating` (a grouped kernel lands
-there).
+the full runs' timelines. The gating call is in one place, :func:`run_gating`: with routing options
+(``MoeLayerConfig.gating_options``: sigmoid, bias, groups, ...) it runs the grouped kernel
+(moe_gating/grouped.py), and :func:`moe_layer_reference` routes with the reference and the same options.
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ from ..gemm import gemm
 from ..moe_gating import moe_combine, moe_dispatch
 from ..moe_gating.dispatch import MoeDispatch
 from ..moe_gating.dispatch_kernel import check_against_reference, moe_dispatch_kernel_run
-from ..moe_gating.reference import moe_gating_topk_reference
-from ..moe_gating.run import VERSIONS as GATING_VERSIONS, moe_gating_topk, simulate_moe_gating
+from ..moe_gating.grouped_host import _options as _grouped_options
+from ..moe_gating.reference import _check_options, _is_default, moe_gating_topk_reference
+from ..moe_gating.run import (ROUTING_VERSION, VERSIONS as GATING_VERSIONS, moe_gating_topk,
+                              simulate_moe_gating)
 from .gather import gather_rows
 
 __all__ = ["ACTIVATIONS", "STAGES", "MoeLayerConfig", "MoeLayerResult", "moe_layer", "moe_layer_reference",
@@ -60,12 +64,22 @@ STAGES = ("router", "gating", "dispatch", "gather", "experts_up", "activation", 
 STAND_INS = ("activation", "combine")
 
 
-@dataclass(frozen=True)
+#: routing options a layer config may not hold: ``finished`` flags rows of one batch (not a property of
+#: the layer) and the layer does not read the extra outputs
+_PER_CALL_OPTIONS = ("finished", "extras")
+
+
+@dataclass(frozen=True, eq=False)
 class MoeLayerConfig:
     """An MoE layer: E experts, top-K routing, expert FFN width F, capacity (None: dropless).
 
-    ``gating_version``: the moe_gating_topk version that routes (softmax path: top-K of the logits,
-    softmax over the K — today's kernels; options beyond it wait for the grouped kernel).
+    ``gating_options``: the routing options of ``moe_gating_topk_reference`` (score, bias, num_groups,
+    topk_groups, group_select, renorm, routed_scaling_factor, eps; ``bias`` an array [E]), checked by
+    the reference's own checks (same errors); stored are the options not at their default, ``bias``
+    as a read-only float32 array. ``gating_version``: the moe_gating_topk version that routes;
+    None (default) picks ``"v4"`` (the article's softmax path) when every option is at its default
+    and ``"grouped"`` (the full routing semantics, moe_gating/grouped.py) otherwise; a version of
+    the article's ladder with a non-default option is refused (it would ignore the option).
     ``gemm_version``: the cube GEMM version of the router and experts."""
 
     num_experts: int
@@ -73,8 +87,9 @@ class MoeLayerConfig:
     ffn_dim: int
     capacity_factor: float | None = None
     activation: str = "silu"
-    gating_version: str = "v4"
+    gating_version: str | None = None
     gemm_version: str = "v3"
+    gating_options: dict | None = None
 
     def __post_init__(self):
         for name in ("num_experts", "top_k", "ffn_dim"):
@@ -90,10 +105,63 @@ class MoeLayerConfig:
                              f"got {self.capacity_factor!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"MoeLayerConfig.activation must be one of {ACTIVATIONS}; got {self.activation!r}")
-        if self.gating_version not in GATING_VERSIONS:
+        options = _layer_gating_options(self.gating_options, self.num_experts, self.top_k)
+        object.__setattr__(self, "gating_options", options)
+        version = self.gating_version
+        if version is None:
+            version = ROUTING_VERSION if options else "v4"
+        if not isinstance(version, str) or (version not in GATING_VERSIONS and version != ROUTING_VERSION):
             raise ValueError(f"MoeLayerConfig.gating_version must be a moe_gating_topk version "
-                             f"({', '.join(GATING_VERSIONS)}; 'discrete' is the framework's unfused chain); "
-                             f"got {self.gating_version!r}")
+                             f"({', '.join(GATING_VERSIONS)}; 'discrete' is the framework's unfused chain; "
+                             f"{ROUTING_VERSION!r} the full routing semantics) or None; got {self.gating_version!r}")
+        if options and version != ROUTING_VERSION:
+            raise ValueError(f"MoeLayerConfig: gating_version {version!r} computes the article's softmax path only; "
+                             f"the routing option(s) {', '.join(options)} need the {ROUTING_VERSION!r} kernel: "
+                             f"leave gating_version out (None picks it) or pass {ROUTING_VERSION!r}")
+        object.__setattr__(self, "gating_version", version)
+
+    def _key(self) -> tuple:
+        opts = tuple(sorted((n, v.tobytes() if isinstance(v, np.ndarray) else v)
+                            for n, v in (self.gating_options or {}).items()))
+        return (self.num_experts, self.top_k, self.ffn_dim, self.capacity_factor, self.activation,
+                self.gating_version, self.gemm_version, opts)
+
+    def __eq__(self, other):
+        return self._key() == other._key() if isinstance(other, MoeLayerConfig) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def gating_kwargs(self, *, timing_only: bool = False) -> dict:
+        """The routing options as ``moe_gating_topk`` keywords (``bias=True`` timing-only: present,
+        its values do not move the timeline)."""
+        kw = dict(self.gating_options or {})
+        if timing_only and "bias" in kw:
+            kw["bias"] = True
+        return kw
+
+
+def _layer_gating_options(options, num_experts: int, top_k: int) -> dict:
+    """Check a layer's routing options with the reference's checks (grouped_host._options: the names;
+    reference._check_options: the values against E and K); keep the non-default ones."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"MoeLayerConfig.gating_options must be a dict of moe_gating_topk_reference options or "
+                        f"None; got {type(options).__name__}")
+    merged = _grouped_options(options)
+    per_call = [n for n in _PER_CALL_OPTIONS if not _is_default(n, merged[n])]
+    if per_call:
+        raise ValueError(f"MoeLayerConfig.gating_options: {', '.join(per_call)} cannot be a layer option "
+                         "(finished flags the rows of one batch; the layer reads no extra outputs); "
+                         "call moe_gating_topk with it instead")
+    o = _check_options(merged, (1,), num_experts, top_k)
+    kept = {n: v for n, v in merged.items() if not _is_default(n, v)}
+    if "bias" in kept:
+        bias = o.bias.copy()
+        bias.setflags(write=False)
+        kept["bias"] = bias
+    return kept
 
 
 @dataclass(frozen=True)
@@ -162,13 +230,24 @@ def _capacity(config: MoeLayerConfig, n: int) -> int | None:
 
 
 def run_gating(logits: np.ndarray | None, n: int, config: MoeLayerConfig, hw, *, timing_only: bool):
-    """The layer's one gating call: ``moe_gating_topk`` (softmax path) on logits [N, E] float32.
-    Returns (indices, weights, timeline); indices / weights None timing-only."""
+    """The layer's one gating call: ``moe_gating_topk`` ``config.gating_version`` on logits [N, E]
+    float32 — the softmax path (v4 by default) or, with ``config.gating_options``, the grouped
+    kernel with those options. Returns (indices, weights, timeline); indices / weights None
+    timing-only (``simulate_moe_gating``, the same timeline)."""
     if timing_only:
         return None, None, simulate_moe_gating(1, n, config.num_experts, config.top_k,
-                                               version=config.gating_version, hw=hw).timeline
-    r = moe_gating_topk(logits, config.top_k, version=config.gating_version, hw=hw)
+                                               version=config.gating_version, hw=hw,
+                                               **config.gating_kwargs(timing_only=True)).timeline
+    r = moe_gating_topk(logits, config.top_k, version=config.gating_version, hw=hw, **config.gating_kwargs())
     return r.indices, r.weights, r.timeline
+
+
+def _gating_note(config: MoeLayerConfig) -> str:
+    o = config.gating_options
+    if not o:
+        return f"moe_gating_topk {config.gating_version}, K = {config.top_k}"
+    parts = [f"{n}={'[E]' if n == 'bias' else v}" for n, v in o.items()]
+    return f"moe_gating_topk {config.gating_version}, K = {config.top_k} ({', '.join(parts)})"
 
 
 @lru_cache(maxsize=4096)
@@ -217,7 +296,7 @@ def _timings(n: int, h: int, config: MoeLayerConfig, hw: HardwareSpec, kept_rows
              "experts_down": down_us,
              "combine": _roofline_stand_in_us(hw, m * h * 4 + n * K * 8 + n * h * 4)}
     notes = {"router": f"cube GEMM [{n}, {h}]·[{h}, {E}]",
-             "gating": f"moe_gating_topk {config.gating_version}, K = {K}",
+             "gating": _gating_note(config),
              "dispatch": "dispatch kernel: sort+count (atomic counters), place",
              "gather": f"gather kernel, {m} rows of {h}",
              "experts_up": f"grouped cube GEMM, {sum(1 for r in kept_rows if r)} experts, [n_e, {h}]·[{h}, {F}]",
@@ -320,7 +399,8 @@ def moe_layer_timing(num_tokens: int, hidden_dim: int, config: MoeLayerConfig, *
 
 
 def moe_layer_reference(hidden, router_weight, experts, config: MoeLayerConfig) -> np.ndarray:
-    """A plain numpy MoE layer, token by token: logits, the gating reference, the capacity (first
+    """A plain numpy MoE layer, token by token: logits, the gating reference (with the config's
+    routing options), the capacity (first
     slots in position order n·K + k kept), each kept expert's FFN on the token, weighted sum. Same
     precision as the cube (fp16 operands, fp32 accumulation; the FFN's hidden activation rounded to
     fp16 before the down projection)."""
@@ -328,7 +408,7 @@ def moe_layer_reference(hidden, router_weight, experts, config: MoeLayerConfig) 
     n, h = x.shape
     E, K = config.num_experts, config.top_k
     logits = x.astype(np.float32) @ r.astype(np.float32)
-    idx, w = moe_gating_topk_reference(logits, K)
+    idx, w = moe_gating_topk_reference(logits, K, **config.gating_kwargs())
     cap = _capacity(config, n)
     load = [0] * E
     out = np.zeros((n, h), np.float32)

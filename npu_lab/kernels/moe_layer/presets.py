@@ -9,10 +9,12 @@ The numbers are the models' published configs (Hugging Face ``config.json``):
   8 groups, top-4 groups by the sum of their top-2 scores, renorm, ``routed_scaling_factor`` 2.5;
   hidden 7168, expert FFN 2048.
 
-:func:`route_preset` runs the full-options gating reference on logits; the layer timing uses the
-softmax-path kernel of today (``moe_gating_topk``), so a DeepSeek-V3-like *layer* is timed with
-softmax gating of the same E and K (the grouped sigmoid kernel is issue 20 §2's; it plugs into
-``layer.run_gating``).
+:func:`route_preset` runs the full-options gating reference on logits. :meth:`RouterPreset.layer_config`
+gives the layer the preset's routing options (and, for a biased preset, a seeded bias [E]): a preset
+whose options are all at their defaults (Mixtral-like) routes with v4, the others with the grouped
+kernel (Qwen-MoE-like: softmax without renorm; DeepSeek-V3-like: grouped sigmoid with bias).
+``layer_config(softmax_path=True)`` drops the options: the article's softmax top-K of the same E and
+K, which the ladder's versions (v4, the discrete chain) compute.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..moe_gating.reference import moe_gating_topk_reference
+from ..moe_gating.reference import _is_default, moe_gating_topk_reference
+from ..moe_gating.run import VERSIONS as GATING_VERSIONS
 from .layer import MoeLayerConfig, moe_layer_timing
 
 __all__ = ["ROUTER_PRESETS", "RouterPreset", "gating_share_table", "route_preset"]
@@ -37,7 +40,28 @@ class RouterPreset:
     options: dict = field(default_factory=dict)      # moe_gating_topk_reference's keyword options
     biased: bool = False                             # an e_score_correction_bias is drawn
 
-    def layer_config(self, **kw) -> MoeLayerConfig:
+    @property
+    def ladder_semantics(self) -> bool:
+        """Every routing option at its default: the article's ladder (v4, discrete) computes it."""
+        return not self.biased and all(_is_default(n, v) for n, v in self.options.items())
+
+    def bias(self, seed: int = 0) -> np.ndarray | None:
+        """The preset's e_score_correction_bias [E] float32 (seeded, N(0, 0.1²)); None when unbiased."""
+        if not self.biased:
+            return None
+        return (np.random.default_rng(seed).standard_normal(self.num_experts) * 0.1).astype(np.float32)
+
+    def layer_config(self, *, softmax_path: bool = False, bias_seed: int = 0, **kw) -> MoeLayerConfig:
+        """The preset's MoeLayerConfig with its routing options (``gating_options``; a biased preset
+        gets :meth:`bias` ``(bias_seed)``). ``softmax_path=True``: no options (the article's semantics,
+        for the ladder's versions). ``kw``: the other MoeLayerConfig fields."""
+        if not isinstance(softmax_path, bool):
+            raise TypeError(f"softmax_path must be True or False; got {softmax_path!r}")
+        if "gating_options" not in kw and not softmax_path:
+            opts = dict(self.options)
+            if self.biased:
+                opts["bias"] = self.bias(bias_seed)
+            kw["gating_options"] = opts
         return MoeLayerConfig(self.num_experts, self.top_k, self.ffn_dim, **kw)
 
 
@@ -68,9 +92,12 @@ def route_preset(name: str, num_tokens: int = 8, seed: int = 0):
 
 
 def gating_share_table(tokens=(8, 4096), presets=("Mixtral-like", "Qwen-MoE-like", "DeepSeek-V3-like"),
-                       gating_versions=("v4", "discrete"), hw="ascend-910b2"):
+                       gating_versions=("fused", "discrete"), hw="ascend-910b2"):
     """Gating's share of the layer (timing-only, experts loaded evenly) per preset, token count and
-    gating version: a DataFrame with the layer's total µs, gating µs and share."""
+    gating: a DataFrame with the layer's total µs, gating µs and share. ``gating_versions``:
+    ``"fused"`` is the preset's own kernel (:meth:`RouterPreset.layer_config`: v4 or grouped); a
+    version of the ladder (``"v4"``, ``"discrete"``, ...) times the softmax path of the same E and K
+    on a preset with routing options (column ``routing``: "preset" or "softmax path")."""
     import pandas as pd
 
     rows = []
@@ -78,8 +105,15 @@ def gating_share_table(tokens=(8, 4096), presets=("Mixtral-like", "Qwen-MoE-like
         p = ROUTER_PRESETS[name]
         for n in tokens:
             for v in gating_versions:
-                r = moe_layer_timing(int(n), p.hidden_dim, p.layer_config(gating_version=v), hw=hw)
-                rows.append({"preset": name, "tokens": int(n), "gating": v, "layer_us": r.total_us,
-                             "gating_us": float(r.stages.loc["gating", "us"]), "gating_share": r.gating_share,
-                             "router_us": float(r.stages.loc["router", "us"])})
+                if v == "fused":
+                    cfg = p.layer_config()
+                elif v in GATING_VERSIONS and not p.ladder_semantics:
+                    cfg = p.layer_config(gating_version=v, softmax_path=True)
+                else:
+                    cfg = p.layer_config(gating_version=v)
+                r = moe_layer_timing(int(n), p.hidden_dim, cfg, hw=hw)
+                rows.append({"preset": name, "tokens": int(n), "gating": cfg.gating_version,
+                             "routing": "preset" if cfg.gating_options or p.ladder_semantics else "softmax path",
+                             "layer_us": r.total_us, "gating_us": float(r.stages.loc["gating", "us"]),
+                             "gating_share": r.gating_share, "router_us": float(r.stages.loc["router", "us"])})
     return pd.DataFrame(rows)
