@@ -120,12 +120,12 @@ def test_roofline_and_ladder():
     r = decode_roofline_us(lens, 8, 128, 2, HW)
     assert r == pytest.approx(4 * 1024 * 8 * 128 * 2 * 2 / (HW.hbm_bandwidth_gbps * 1e3))
     df = decode_ladder(batch=1, context_len=1024, q_heads=32, kv_heads=8, head_dim=128, hw=HW)   # B·N2 = 8 < 19.2
-    assert list(df.version) == ["v1", "v2", "v4", "v5"]
+    assert list(df.version) == ["v1", "v2", "v3", "v4", "v5"]
     assert np.isnan(df.time_us[0]) and "UB" in df.note[0]             # v1: 1024 positions do not fit
     ok = df.dropna(subset=["time_us"])
     assert (ok.achieved > 0).all() and (ok.achieved <= 1).all()
     assert (ok.time_us >= ok.roofline_us).all()
-    assert df.kv_bytes[3] * 2 == df.kv_bytes[1]                       # v5: int8 halves float16's bytes
+    assert df.kv_bytes[4] * 2 == df.kv_bytes[1]                       # v5: int8 halves float16's bytes
     v4 = df[df.version == "v4"].iloc[0]
     assert v4.splits > 1 and v4.time_us < df[df.version == "v2"].iloc[0].time_us   # splitting pays
 
