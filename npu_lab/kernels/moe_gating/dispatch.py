@@ -160,7 +160,8 @@ def _check_index_array(name: str, a, num_experts: int) -> np.ndarray:
     if bad.any():
         n, k = (int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"{name}[{n}, {k}] = {a[n, k]} is not an expert: indices must be in [0, E) with "
-                         f"E = {num_experts}, or E itself for 'no expert' (a finished row)")
+                         f"E = num_experts = {num_experts}, or E itself for 'no expert' (a finished row); "
+                         "pass the num_experts the gating ran with")
     return a.astype(np.int64)
 
 
