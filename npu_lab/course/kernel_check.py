@@ -92,6 +92,9 @@ class KernelExercise:
     omits: tuple = ()
     extra: Callable | None = None           # extra(latency_us, hw) -> text appended when correct
     leaderboard_versions: tuple = ()        # the course's versions npu_lab.course.leaderboard ranks it against
+    #: diagnose(case, got, want) -> text: which slip the wrong outputs match (computed from them),
+    #: said instead of the generic "compare your offsets" advice of a wrong-numbers result
+    diagnose: Callable | None = None
 
 
 _REGISTRY: dict[str, KernelExercise] = {}
@@ -422,9 +425,10 @@ def _check(ex: KernelExercise, fn, hw) -> KernelCheckResult:
             wrote_any = True
         msg, rows = _mismatch(ex, case, got, want)
         if msg:
+            advice = ex.diagnose(case, got, want) if ex.diagnose is not None else None
             text = (f"Not yet: wrong numbers for case {case['label']}: {msg}. First mismatches:\n"
-                    f"{_table(rows)}\nCompare your offsets and counts for that block and tile "
-                    "(NaN or huge values mean UB that was never written: garbage).")
+                    f"{_table(rows)}\n" + (advice or "Compare your offsets and counts for that block and tile "
+                                           "(NaN or huge values mean UB that was never written: garbage)."))
             return _result(text, False, table=rows)
     # every case right: time it against the target
     try:
