@@ -309,7 +309,8 @@ def every_explorer():
             ("Level0Explorer (02)", Level0Explorer), ("DiscreteChainExplorer (02)", X.DiscreteChainExplorer),
             ("UbBudgetExplorer (03)", X.UbBudgetExplorer), ("TileSweepExplorer (04)", X.TileSweepExplorer),
             ("DoubleBufferExplorer (05)", X.DoubleBufferExplorer), ("FastExpExplorer (06)", X.FastExpExplorer),
-            ("TuningExplorer (07)", X.TuningExplorer)]
+            ("TuningExplorer (07)", X.TuningExplorer),
+            ("DecodeExplorer (11)", X.DecodeExplorer), ("MoeLayerExplorer (14)", X.MoeLayerExplorer)]
 
 
 def explorer_move_times(make) -> tuple[float, list[float]]:

@@ -120,6 +120,11 @@ class LoopOps:
         owners = list(pipes) + list(pipes) + list(pipes)
         raw = [core.free[p] for p in pipes] + [core.floor[p] for p in pipes] + [core.done[p] for p in pipes]
         for p, window in core.inflight.items():
+            # a completion at or before the engine's clock can delay nothing: its next issue
+            # drops it first (sim.core.CoreState.issue), so dropping it now changes no time --
+            # and a window [stale, live] then compares equal to [live] one task later
+            while window and window[0] <= core.free[p]:
+                window.popleft()
             structure.append((p, len(window)))
             owners.extend([p] * len(window))
             raw.extend(window)
