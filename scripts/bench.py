@@ -306,6 +306,8 @@ BROWSER_MOVES = not __import__("os").environ.get("NPU_LAB_BENCH_FAST")
 def every_explorer():
     """(name, constructor) of every slider explorer the notebooks display."""
     from npu_lab.course import explorers as X
+    from npu_lab.course.explorers.balance import BalanceExplorer
+    from npu_lab.course.explorers.case_study import CaseStudyExplorer
     from npu_lab.course.level0_picture import Level0Explorer
     from npu_lab.course.widgets import buffers_explorer
 
@@ -313,7 +315,10 @@ def every_explorer():
             ("Level0Explorer (02)", Level0Explorer), ("DiscreteChainExplorer (02)", X.DiscreteChainExplorer),
             ("UbBudgetExplorer (03)", X.UbBudgetExplorer), ("TileSweepExplorer (04)", X.TileSweepExplorer),
             ("DoubleBufferExplorer (05)", X.DoubleBufferExplorer), ("FastExpExplorer (06)", X.FastExpExplorer),
-            ("TuningExplorer (07)", X.TuningExplorer), ("GemmExplorer (09)", X.GemmExplorer)]
+            ("TuningExplorer (07)", X.TuningExplorer), ("GemmExplorer (09)", X.GemmExplorer),
+            ("DecodeExplorer (11)", X.DecodeExplorer), ("SparseKvExplorer (12)", X.SparseKvExplorer),
+            ("BalanceExplorer (13)", BalanceExplorer), ("CaseStudyExplorer (13)", CaseStudyExplorer),
+            ("RoutingExplorer (14)", X.RoutingExplorer), ("MoeLayerExplorer (14)", X.MoeLayerExplorer)]
 
 
 def explorer_move_times(make) -> tuple[float, list[float]]:

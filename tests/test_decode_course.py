@@ -66,3 +66,15 @@ def test_decode_explorer_moves_and_refusals():
         e.set(batch=0)
     e.set(version="v4", splits=16)                     # more pieces than chunks: still runs, or says why
     assert (e.error is None) == (e.result is not None)
+
+
+@pytest.mark.parametrize("batch,splits", [(8, 0), (1, 1), (2, 0), (1, 0)])
+def test_decode_explorer_v4_without_a_split_shares_v2s_run_and_equals_a_direct_run(batch, splits):
+    """A v4 position whose tiling does not split S2 takes v2's cached run (one simulation a
+    move): its figures must be exactly those of a direct v4 run; a split position runs v4."""
+    e = DecodeExplorer(batch=batch, context=512, group=4, splits=splits, version="v4")
+    r = decode_attention((batch, 32, 128), ((batch, 512, 8, 128), np.float16), None, [512] * batch, version="v4",
+                         timing_only=True, splits=splits or None)
+    assert e.result == (r.timeline.total_us, r.roofline_us, r.tiling.splits)
+    shared = e._key(batch, 512, 4, "v4", splits) == (batch, 512, 4, "v2", 0)
+    assert shared == (r.tiling.splits == 1)

@@ -122,3 +122,15 @@ def test_a_full_chunk_of_2048_slots_with_2048_experts_fits_the_ub():
     assert got.tiling.chunk == 2048
     check_against_reference(got, moe_dispatch(idx, np.ones(idx.shape, np.float32), num_experts=2048, capacity=2))
     assert got.tiling.blockNum == 13 and got.tiling.tailSlots == 25000 - 12 * 2048
+
+
+def test_timing_only_jumps_over_the_per_slot_scatter():
+    """The scatter loop (GetValue + two DataCopyPad a slot) runs S ahead of MTE3 at a period of its
+    own: the timing-only run fast-forwards it (per-event periods in the stored segment) instead of
+    simulating 2048 slots a block."""
+    tl = moe_dispatch_kernel_run((4096, 8), num_experts=64, timing_only=True).timeline
+    place = tl.launches[1]
+    segs = [seg for trace in place.traces for seg in trace.segments]
+    jumped = [(copies, period) for _, copies, period in segs if np.ndim(period)]
+    assert jumped and max(c for c, _ in jumped) >= 400
+    assert sum(len(cols[0]) for trace in place.traces for cols, _, _ in trace.segments) < 2000

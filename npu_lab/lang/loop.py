@@ -74,6 +74,7 @@ class _Snapshot:
     issue_bound: int
     counters: np.ndarray
     live_writes: list     # (region index, record index) of vector writes in flight
+    scalar_waits: int     # waits of the scalar unit so far (any: flag, drain, queue)
 
 
 class LoopOps:
@@ -120,6 +121,11 @@ class LoopOps:
         owners = list(pipes) + list(pipes) + list(pipes)
         raw = [core.free[p] for p in pipes] + [core.floor[p] for p in pipes] + [core.done[p] for p in pipes]
         for p, window in core.inflight.items():
+            # a completion at or before the engine's clock can delay nothing: its next issue
+            # drops it first (sim.core.CoreState.issue), so dropping it now changes no time --
+            # and a window [stale, live] then compares equal to [live] one task later
+            while window and window[0] <= core.free[p]:
+                window.popleft()
             structure.append((p, len(window)))
             owners.extend([p] * len(window))
             raw.extend(window)
@@ -147,7 +153,7 @@ class LoopOps:
         counters = np.array([core.hbm_read_bytes, core.hbm_write_bytes, core.vector_repeats,
                              core.scalar_drains, int(core.scalar_drain_cycles)], dtype=np.int64)
         return _Snapshot(j, tuple(structure), owners, raw, canonical, core.event_count(),
-                         dict(core.pipe_events), core.issue_bound, counters, live)
+                         dict(core.pipe_events), core.issue_bound, counters, live, core.scalar_waits)
 
     def _fast_forward(self, j: int, count: int, keys, history) -> int:
         now = history[-1]
@@ -172,7 +178,15 @@ class LoopOps:
 
         Steady: every entry that moved, moved by the same period p — except the scalar clock,
         which may fall behind (move less) when no instruction in the period waited for it;
-        entries that did not move belong to pipes that were idle in the period."""
+        entries that did not move belong to pipes that were idle in the period.
+
+        The scalar unit may also run ahead at a period of its own, s < p, while it issues its own
+        instructions (a per-slot ``GetValue`` + ``DataCopyPad`` loop, as MoeInitRoutingV2's
+        scatter): exact when in the period S waited for nothing (no flag, drain or queue wait:
+        its instructions start at its own clock, which no other pipe moves) and set no other
+        pipe's start (``issue_bound`` unchanged). Its lead over the others then only grows, so
+        neither holds in any later period either: S's events repeat every s cycles, the rest
+        every p. Returned as the third item (None when S keeps the common period)."""
         delta = now.canonical - prev.canonical
         active = {p for p in self.core.pipes if now.pipe_events[p] != prev.pipe_events[p]}
         moving = delta != 0
@@ -191,15 +205,21 @@ class LoopOps:
         s_delta = delta[self.core.pipes.index("S")]
         if not np.all(delta[scalar & moving] == s_delta):
             return None
+        scalar_period = None
         if s_delta != period:
             # the scalar unit runs ahead of nothing: it only issues, nobody waited for it
-            scalar_idle = "S" not in active and now.issue_bound == prev.issue_bound
-            if not (0 <= s_delta < period and scalar_idle):
+            unbound = now.issue_bound == prev.issue_bound
+            scalar_idle = "S" not in active and unbound
+            # or it runs ahead on its own instructions, waiting for nothing (see above)
+            scalar_ahead = "S" in active and unbound and now.scalar_waits == prev.scalar_waits
+            if not (0 <= s_delta < period and (scalar_idle or scalar_ahead)):
                 return None
-        return np.where(moving, delta, 0.0), period
+            if scalar_ahead:
+                scalar_period = s_delta
+        return np.where(moving, delta, 0.0), period, scalar_period
 
     def _apply_shift(self, prev: _Snapshot, now: _Snapshot, copies: int, shifts) -> None:
-        per_entry, period = shifts
+        per_entry, period, scalar_period = shifts
         total = per_entry * copies
         core = self.core
         pipes = core.pipes
@@ -240,4 +260,4 @@ class LoopOps:
         core.vector_repeats += int(delta[2])
         core.scalar_drains += int(delta[3])
         core.scalar_drain_cycles += float(delta[4])
-        core.replicate_events(prev.events, copies, period)
+        core.replicate_events(prev.events, copies, period, scalar_period)

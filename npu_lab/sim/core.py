@@ -107,7 +107,9 @@ class BlockTrace:
     Events are column arrays (pipe code, name, start, end, bytes, elements, source, ready), stored as
     segments ``(columns, copies, period)``: plain events have period 0 (and copies 1); a
     fast-forwarded loop keeps one period of events and ``copies`` more shifted by 1, 2, ...
-    periods, so a block of a million tiles stays small. The columns are
+    periods, so a block of a million tiles stays small. ``period`` is one number, or an array
+    of one per event when the scalar unit runs ahead of the other pipes at a period of its own
+    (a loop of GetValue + DataCopy with no wait on S: :meth:`CoreState.replicate_events`). The columns are
     materialised (``.pipe``, ``.start_cycles``, ...) only when somebody asks. ``start``/``end``
     is the pipe's occupancy; ``ready`` is when the result is complete (end + the pipe's latency).
 
@@ -126,17 +128,8 @@ class BlockTrace:
     @functools.cached_property
     def _columns(self) -> tuple:
         parts = []
-        for cols, copies, period in self.segments:
-            if period == 0:          # plain events, as issued
-                parts.append(cols)
-                continue
-            n = len(cols[0])
-            shift = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
-            rep = [np.tile(c, copies) for c in cols]
-            rep[2] = rep[2] + shift
-            rep[3] = rep[3] + shift
-            rep[7] = rep[7] + shift
-            parts.append(tuple(rep))
+        for seg in self.segments:
+            parts.append(_expand_segment(*seg))
         if not parts:
             return _EMPTY_COLUMNS
         return tuple(np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts))
@@ -208,6 +201,7 @@ class CoreState:
         self.vector_repeats = 0
         self.scalar_drains = 0          # V->S waits and PIPE_ALL barriers (round trips)
         self.scalar_drain_cycles = 0.0  # how long S stood still in them
+        self.scalar_waits = 0           # every wait of S (flag, drain, queue), binding or not
         self.pipe_events = dict.fromkeys(pipes, 0)  # instructions issued per pipe
         self.issue_bound = 0   # instructions whose start was set by the scalar unit's issue time
         #: off (None) unless npu_lab.lang.context.record_calls() is open: then a list of
@@ -391,6 +385,7 @@ class CoreState:
     def _drain(self, time_cycles: float) -> None:
         """The scalar unit waits for the vector pipe (a V->S round trip): counted."""
         self.scalar_drains += 1
+        self.scalar_waits += 1
         if time_cycles > self.free["S"]:
             self.scalar_drain_cycles += time_cycles - self.free["S"]
             self.free["S"] = time_cycles
@@ -398,6 +393,7 @@ class CoreState:
     def wait_until(self, pipe: str, time_cycles: float) -> None:
         """Make ``pipe``'s next instruction start no earlier than ``time_cycles``."""
         if pipe == "S":
+            self.scalar_waits += 1
             self.free["S"] = max(self.free["S"], time_cycles)
         else:
             self.floor[pipe] = max(self.floor[pipe], time_cycles)
@@ -426,9 +422,12 @@ class CoreState:
     def event_count(self) -> int:
         return sum(len(cols[0]) * copies for cols, copies, _ in self._segments) + len(self.events)
 
-    def replicate_events(self, first: int, copies: int, period: float) -> None:
+    def replicate_events(self, first: int, copies: int, period: float, scalar_period: float | None = None) -> None:
         """Append ``copies`` copies of the events from index ``first`` on, each shifted by
-        another ``period`` cycles (a fast-forwarded steady-state loop). Stored compressed."""
+        another ``period`` cycles (a fast-forwarded steady-state loop). Stored compressed.
+        ``scalar_period`` (when not None): the scalar unit's own events move by that many cycles a
+        period instead (it runs ahead of the other pipes, waiting for none: npu_lab/lang/loop.py);
+        the copies keep program order, each event shifted by its own pipe's period."""
         self._flush()
         # the segments wholly before the period stay; the rest are made plain (a nested loop's
         # compressed copies inside the period expanded, shifted), cut at ``first``, and the period
@@ -446,6 +445,8 @@ class CoreState:
         cut = first - offset
         before = tuple(c[:cut] for c in cols)
         period_events = tuple(c[cut:] for c in cols)
+        if scalar_period is not None and scalar_period != period:
+            period = np.where(period_events[0] == PIPE_CODE["S"], float(scalar_period), float(period))
         self._segments = head + [(before, 1, 0.0), (period_events, 1, 0.0), (period_events, copies, period)]
 
     def _flush(self) -> None:
@@ -475,11 +476,14 @@ class CoreState:
 
 def _expand_segment(cols, copies, period) -> tuple:
     """A stored segment as plain columns: compressed copies tiled, each shifted by 1, 2, ... periods
-    (start, end and ready times: columns 2, 3, 7)."""
-    if period == 0:
-        return cols
+    (start, end and ready times: columns 2, 3, 7); ``period`` one number or one per event."""
     n = len(cols[0])
-    shift = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
+    if np.ndim(period):
+        shift = (np.arange(1, copies + 1, dtype=np.float64)[:, None] * period[None, :]).reshape(-1)
+    elif period == 0:
+        return cols
+    else:
+        shift = np.repeat(np.arange(1, copies + 1, dtype=np.float64) * period, n)
     rep = [np.tile(c, copies) for c in cols]
     for j in (2, 3, 7):
         rep[j] = rep[j] + shift

@@ -2,9 +2,9 @@
 to prefill-like), and gating's share of them.
 
 Timing-only (:func:`~npu_lab.kernels.moe_layer.moe_layer_timing`, experts loaded evenly). The grid of
-token counts of the chosen preset is computed once when the preset is chosen (about a second or
-two, mostly the dispatch kernel's per-slot scatter at 2048 tokens); a slider move then only reads it
-(well under 50 ms).
+token counts of the chosen preset is computed once when the preset is chosen (under a second to about
+two, almost all of it the expert GEMMs on the cube; the dispatch kernel's per-slot scatter is
+fast-forwarded, a few ms); a slider move then only reads it (well under 50 ms).
 """
 
 from __future__ import annotations

@@ -230,7 +230,10 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
         vn = min(bn, tn - nb)
         col = ni * t.singleCoreN + nb
         c = qc.alloc_tensor(acc)
-        for kc in range(0, tk, k_l1):        # not a tile_loop: the loop above is one (they do not nest)
+        # the K panels: a nested tile_loop (a long K jumps too); equal keys = equal panel size and
+        # both past the first (which may load the reused A panel and starts the accumulation)
+        for kci in ctx.tile_loop(ceil_div(tk, k_l1), key=lambda q: (min(k_l1, tk - q * k_l1), q == 0)):
+            kc = kci * k_l1
             vkc = min(k_l1, tk - kc)
             if a1 is None:                   # the A panel (with isReuseA: once per base row)
                 a1 = qa1.alloc_tensor(dt)
