@@ -162,6 +162,10 @@ def check_library_use(nb) -> list[str]:
                 imports_library = True
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "npu_lab":
                 imports_library = True
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if private or any(part.startswith("_") for part in node.module.split(".")):
+                    problems.append(f"cell {i} imports a private library name ({node.module}: "
+                                    f"{private or 'a private module'}): make it public or keep it inside npu_lab")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 length = node.end_lineno - node.lineno + 1
                 # a kernel exercise (docs/kernel_exercises.md): the learner writes `my_*` in a cell

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.moe_gating.grouped import MoeGatingGroupedTiling, calculate_grouped_tiling
+from ..kernels.moe_gating.grouped import MoeGatingGroupedTiling, calculate_grouped_tiling, grouped_block_classes
 from ..kernels.moe_gating.grouped_host import simulate_grouped
 from ..kernels.moe_gating.reference import moe_gating_topk_reference
 from ..lang import (BinaryRepeatParams, BrcbRepeatParams, DataCopyExtParams, DataCopyPadExtParams, MrgSort4Info,
@@ -35,14 +35,6 @@ __all__ = ["capstone_router_solution", "CAPSTONE_TIMED", "TARGET_HEADROOM", "Rou
 TARGET_HEADROOM = 1.0
 CAPSTONE_TIMED = {"N": 2048, "E": 256, "K": 8, "groups": 8, "kgroups": 4, "scale": 2.5,
                   "label": "N=2048, E=256 in 8 groups, keep 4, K=8 (DeepSeek-V3-like)"}
-
-
-def _block_classes(block_dim, *args, **kwargs):
-    t = MoeGatingGroupedTiling.unpack(args[-1])
-    labels = np.zeros(block_dim, dtype=np.int64)
-    if t.blockTail != t.blockFormer:
-        labels[-1] = 1
-    return labels
 
 
 class RouterBuffers:
@@ -142,7 +134,7 @@ def rank_groups(ctx, scores, kg: int):
 
 
 # ---- kernel exercises ---------------------------------------------------------------------------
-@npu_kernel(block_classes=_block_classes)
+@npu_kernel(block_classes=grouped_block_classes)
 def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx_gm: GlobalTensor,
                              w_gm: GlobalTensor, tiling_bytes: bytes):
     """Grouped sigmoid + bias routing for groups of 32 experts. x_gm [N*E] float32, bias_gm [E]
@@ -238,8 +230,8 @@ def capstone_router_solution(ctx, x_gm: GlobalTensor, bias_gm: GlobalTensor, idx
 _IMPORTS = ("import numpy as np\nfrom npu_lab import npu_kernel\n"
             "from npu_lab.lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, GlobalTensor,\n"
             "                          MrgSort4Info, MrgSortSrcList)\n"
-            "from npu_lab.course.ex14_capstone import (_block_classes, rank_groups, router_copy_in, router_copy_out,\n"
-            "                                         router_setup, router_topk)")
+            "from npu_lab.course.ex14_capstone import rank_groups, router_copy_in, router_copy_out, router_setup, router_topk\n"
+            "from npu_lab.kernels.moe_gating.grouped import grouped_block_classes")
 
 from ..lang import CopyRepeatParams  # noqa: E402  (the solution's one-group copy)
 

@@ -76,7 +76,7 @@ from ...lang.tiling_struct import Int32Struct
 from ...presets import get_preset
 from .tiling import UbBudgetError
 
-__all__ = ["GROUPED_NEEDS", "MAX_COLS", "MoeGatingGroupedTiling", "calculate_grouped_tiling",
+__all__ = ["grouped_block_classes", "GROUPED_NEEDS", "MAX_COLS", "MoeGatingGroupedTiling", "calculate_grouped_tiling",
            "grouped_ub_bytes", "grouped_ub_layout", "grouped_unsupported_reason", "moe_gating_grouped_kernel"]
 
 #: CANN's MAX_EXPERT_COUNT: the padded row (groups · ceil32(E / groups)) must fit it
@@ -310,7 +310,9 @@ def calculate_grouped_tiling(N: int, E: int, K: int, hw: HardwareSpec | str = "a
         routedScalingFactor=float(np.float32(routed_scaling_factor)), eps=float(np.float32(eps)))
 
 
-def _block_classes(block_dim, *args, **kwargs):
+def grouped_block_classes(block_dim, *args, **kwargs):
+    """Block classes of a grouped-routing launch (its tiling struct is the last argument): every
+    block runs ``blockFormer`` rows but the last, which runs ``blockTail``."""
     t = MoeGatingGroupedTiling.unpack(args[-1])
     labels = np.zeros(block_dim, dtype=np.int64)
     if t.blockTail != t.blockFormer:
@@ -794,7 +796,7 @@ def _check_args(ctx, gms, t):
             raise ValueError(f"grouped kernel: '{gm.name}' must be {what} = {n} elements; got {gm.size} x {gm.dtype.name}")
 
 
-@npu_kernel(block_classes=_block_classes)
+@npu_kernel(block_classes=grouped_block_classes)
 def moe_gating_grouped_kernel(ctx, gate_gm, bias_gm, finished_gm, indices_gm, weights_gm, row_idx_gm,
                               norm_gm, tiling_bytes):
     """The full routing semantics, CANN MoeGatingTopK's structure (module docstring). Pipes MTE2 →
