@@ -379,3 +379,19 @@ def test_05_sync_skeleton_does_not_place_the_prefetch():
     sync_skeleton = {_norm(x) for x in kernel_skeleton("05.sync").splitlines()}
     leaked = sorted(prefetch & sync_skeleton)
     assert not leaked, f"05.sync's skeleton shows 05.prefetch's answer: {leaked}"
+
+
+def test_the_appendix_answers_are_not_printed_by_the_notebooks_before_it():
+    """07b's questions ask about the fit of notebooks 04-05's sweep (issue 16 §3: 07b.2's numbers
+    were once printed in 04): no truth of 07b may appear in 00-07's markdown or outputs. (Across
+    notebooks in general two-digit figures collide by chance — minutes, line counts — so this is
+    checked for the appendix, whose questions read the earlier notebooks' tables.)"""
+    from npu_lab.course import ex07b
+    earlier = [p for p in NOTEBOOKS if p.name[:2] < "07" or p.name.startswith("07_")]
+    assert len(earlier) >= 8, earlier
+    problems = []
+    for path in earlier:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for name, truth in ex07b.expected_answers().items():
+            problems += [f"{name} (truth {truth!r}) in {path.name} {where}" for where in reveals(cells, len(cells), truth)]
+    assert not problems, "\n  ".join(problems)
