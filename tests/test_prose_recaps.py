@@ -1,7 +1,7 @@
-"""The prose of notebooks 09-14 agrees with what the library computes (issue 16 §4, widened).
+"""The prose of the recaps and readings agrees with what the library computes (issue 16 §4, widened).
 
-tests/test_notebook_prose_figures.py checks the figures and claims of 00-08; this file does the same
-for the notebooks that came later: each entry finds a sentence of a recap or of a reading of an
+tests/test_notebook_prose_figures.py checks the figures and claims of 00-08 it was written for; this
+file adds the notebooks that came later (09-14) and the slips found since in the earlier ones: each entry finds a sentence of a recap or of a reading of an
 output (so a rewrite must update the entry) and recomputes what it claims from the library. A claim
 is tested as a comparison, so it survives a change of the cost model's figures but not a change of
 the conclusion; a figure typed into prose is compared with the library's within its rounding.
@@ -27,6 +27,21 @@ _NAMES = {p.name.split("_")[0]: p.stem for p in SOURCES.glob("*.ipynb")}
 def _markdown(notebook: str) -> str:
     cells = json.loads((SOURCES / f"{_NAMES[notebook]}.ipynb").read_text(encoding="utf-8"))["cells"]
     return "\n\n".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+
+
+# ------------------------------------------------------------------------------------------ 06
+def _fast_exp_error_1e4():
+    from npu_lab.kernels.moe_gating import fast_exp_max_rel_error
+    return fast_exp_max_rel_error() * 1e4
+
+
+def _claim_06_v3_exponentiates_one_repeat():
+    from npu_lab import get_preset
+    from npu_lab.kernels.moe_gating import exp_speedup, simulate_moe_gating
+    ev = simulate_moe_gating(1, 1024, 64, 2, version="v3", tile_s=8).timeline.events()
+    exp = ev[ev["name"].str.startswith("Exp")]["elements"].unique().tolist()
+    dear = get_preset("ascend-910b2").replace(vector_exp_cycles_per_repeat=35.0)
+    return exp == [8 * 8] and exp_speedup(dear, 64) == exp_speedup(dear, 16) < 1
 
 
 # ------------------------------------------------------------------------------------------ 09
@@ -162,6 +177,9 @@ def _claim_13_model_and_timeline_agree():
 
 
 CLAIMS = [
+    pytest.param("06", "v3 exponentiates only tileS × Kp values per tile (K padded to a whole 32-byte block: 8 × 8 = 64 "
+                       "at tileS = 8, K = 2), one repeat, as short for the vector unit as 16",
+                 _claim_06_v3_exponentiates_one_repeat, id="06-v3-exp-values"),
     pytest.param("09", "L1 panels feed several Mmads (v2), two buffers overlap the pipes (v3)",
                  _claim_09_panels_then_two_buffers, id="09-recap-ladder"),
     pytest.param("09", "A K-split fills the cores when M × N cannot", _claim_09_ksplit_fills_the_cores,
@@ -206,6 +224,9 @@ def test_prose_claim_holds(notebook, sentence, holds):
 
 # (notebook, regex with one group = the figure, the library's figure, relative tolerance)
 FIGURES = [
+    pytest.param("06", r"The cubic gives about (\d\.\d)e-4", _fast_exp_error_1e4, 0, id="06-fast-exp-error"),
+    pytest.param("06", r"A polynomial exp is accurate to about (\d\.\d)e-4", _fast_exp_error_1e4, 0,
+                 id="06-recap-fast-exp-error"),
     pytest.param("09", r"plus the flag's hop \((\d+) cycles",
                  lambda: __import__("npu_lab.lang.cross_core", fromlist=["x"]).CROSS_CORE_FLAG_CYCLES, 0,
                  id="09-flag-hop-cycles"),
