@@ -223,7 +223,15 @@ def test_prose_claim_holds(notebook, sentence, holds):
 
 
 # (notebook, regex with one group = the figure, the library's figure, relative tolerance)
+def _v3_over_v4_pct_at_the_race():
+    from npu_lab.kernels.moe_gating import simulate_moe_gating
+    v3, v4 = (simulate_moe_gating(1, 1024, 256, 8, version=v).latency_us for v in ("v3", "v4"))
+    return 100 * (v3 / v4 - 1)
+
+
 FIGURES = [
+    pytest.param("08b", r"lands about (\d+) % above v4 here", _v3_over_v4_pct_at_the_race, 0,
+                 id="08b-knock-out-above-v4"),
     pytest.param("06", r"The cubic gives about (\d\.\d)e-4", _fast_exp_error_1e4, 0, id="06-fast-exp-error"),
     pytest.param("06", r"A polynomial exp is accurate to about (\d\.\d)e-4", _fast_exp_error_1e4, 0,
                  id="06-recap-fast-exp-error"),

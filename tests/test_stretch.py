@@ -122,3 +122,31 @@ def test_fused_310p_column_in_the_wrong_lane_is_named():
     r = check_kernel(load_cell(cell, "<310p lane>")["my_write_column_310p"], eid)
     assert r.correct is False and "indices_pad" in r and "column" in r
 
+
+
+@pytest.mark.parametrize("eid", ["08b.wide_argmax", "08b.knock_out", "08b.fused_310p"])
+def test_an_unfinished_kernel_is_not_ranked(eid):
+    """Issue 16 §1 (checks verify what they claim): the skeleton skips work, so it used to rank
+    first, ahead of the course's v3; the leaderboard times only a kernel that is right at its shape."""
+    from npu_lab.course.kernel_check import kernel_exercises
+    ex = kernel_exercises()[eid]
+    board = leaderboard(load_cell(kernel_skeleton(eid), f"<cell {eid}>")[ex.cell_name], eid)
+    assert "your kernel" not in {r.name for r in board.rows}
+    assert dict(board.unranked)["your kernel"].startswith("it raises") and "not ranked" in board
+    with pytest.raises(ValueError, match="not on the leaderboard"):
+        board.rank_of("your kernel")
+    right = leaderboard(ex.solution, eid)
+    assert "your kernel" in {r.name for r in right.rows} and not right.unranked
+
+
+def test_a_kernel_with_wrong_results_is_not_ranked(monkeypatch):
+    """A kernel that runs to the end with wrong numbers: unranked, with the first mismatch."""
+    import npu_lab.course.kernel_check as kc
+    fn = _fn(kernel_solution_cell("08b.knock_out"), "08b.knock_out")
+    ex = kc.kernel_exercises()["08b.knock_out"]
+    import dataclasses
+    off_by_one = dataclasses.replace(ex, reference=lambda case: {k: v + 1 for k, v in ex.reference(case).items()})
+    monkeypatch.setattr(kc, "_exercise", lambda eid: off_by_one)
+    board = leaderboard(fn, "08b.knock_out")
+    assert "your kernel" not in {r.name for r in board.rows}
+    assert "not the reference's" in dict(board.unranked)["your kernel"]
