@@ -171,7 +171,7 @@ def moe_gating_topk_auto(gate_logits, k: int, *, hw="ascend-910b2", renorm: bool
     return moe_gating_topk(x, k, version=choice.version, hw=hw), choice
 
 
-def run_if_k_full_load(gate_logits, k, hw):
+def _run_if_k_full_load(gate_logits, k, hw):
     """``moe_gating_topk(x, k, renorm=False)``'s template step: the KFullLoad result when
     :func:`choose_moe_template` picks it for this shape (the row does not fit the UB), else None
     (the caller runs the grouped kernel, which also gives every error for a bad input)."""
