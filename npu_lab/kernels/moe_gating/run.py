@@ -226,7 +226,8 @@ def moe_gating_topk(gate_logits, k: int, *, version: str | None = None, hw="asce
     (:func:`.templates.choose_moe_template`; the result's version is ``"large_e"``);
     ``version="grouped"`` runs the grouped kernel always. The versions of the article's ladder
     (v1 .. v4, discrete) compute the defaults only: naming one with a non-default option raises
-    ``ValueError`` (no option is ever silently ignored). With ``extras=True`` the result's ``extras`` holds the :class:`GatingOutputs`."""
+    ``ValueError`` (no option is ever silently ignored). With ``extras=True`` the result's
+    ``extras`` holds the :class:`GatingOutputs`."""
     unknown = sorted(set(options) - set(GATING_OPTION_DEFAULTS))
     if unknown:
         raise TypeError(f"moe_gating_topk() got unknown routing option(s) {', '.join(unknown)}; the options are: "
