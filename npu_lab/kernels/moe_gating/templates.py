@@ -12,9 +12,9 @@ Perf            1000      E <= 1024 and E % 8 == 0 and K <= 8, or E < 8         
                           (``..._tiling_perf.cpp``)
 EKFullLoad      10000     E <= 8160 and a row with its K outputs fits the UB           ``grouped``
                           (``..._tiling_ek_fullload.cpp``)
-KFullLoad       20000     ``renorm == 0`` (``..._tiling_k_fullload.cpp``): E in        ``large_e``
-                          UB-sized chunks, running top-K, online max / sum (SoftmaxFlashV2)   renorm=False
-KRenorm         20001     ``renorm == 1`` (``..._tiling_k_renorm.cpp``): E in chunks,   ``large_e``
+KFullLoad       20000     ``renorm == 0`` (``..._tiling_k_fullload.cpp``): E in        ``large_e``,
+                          chunks, running top-K, online max / sum (SoftmaxFlashV2)     renorm=False
+KRenorm         20001     ``renorm == 1`` (``..._tiling_k_renorm.cpp``): E in chunks,  ``large_e``,
                           running top-K of the logits, softmax over the K at the end   renorm=True
 ==============  ========  ===========================================================  ==============
 
