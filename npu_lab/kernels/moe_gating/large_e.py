@@ -55,9 +55,9 @@ import numpy as np
 from ...lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, DataCopyExtParams, DataCopyPadExtParams,
                      GlobalTensor, MrgSort4Info, MrgSortSrcList, ReduceOrder, TBuf, TPosition, TQue, launch,
                      npu_kernel)
+from ...lang.reduce import reduce_max_tmp_elements
 from ...lang.tiling_struct import Int32Struct
 from ...presets import get_preset
-from ...lang.reduce import reduce_max_tmp_elements
 from .reference import CANN_SOFTMAX_MAX_K, KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
 from .tiling import UbBudgetError
 
@@ -130,8 +130,7 @@ def calculate_large_e_tiling(N: int, E: int, K: int, hw="ascend-910b2", *, dtype
     32 >= 32, e.g. to show the chunked path on a row that would fit whole); then the balanced rows
     per loop that fit with it. ``renorm=False``: the KFullLoad variant (module docstring)."""
     hw = get_preset(hw)
-    if not isinstance(renorm, (bool, np.bool_)):
-        raise TypeError(f"renorm must be True (softmax over the K winners) or False (the full softmax); got {renorm!r}")
+    renorm = _check_renorm(renorm, K)
     size = np.dtype(dtype).itemsize
     kr, ka = _up(K, SORT_UNIT), _up(K, 8)
     if chunk is None:

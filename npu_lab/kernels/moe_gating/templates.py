@@ -100,7 +100,8 @@ def _chunked(name, B, S, E, K, hw, dtype, renorm=True):
         return False, str(exc)
     what = ("an online max / sum of the whole row rescaled chunk by chunk, the winners' full-softmax values "
             "at the end" if not renorm else "the softmax over the K winners at the end")
-    return True, (f"renorm = {int(renorm)} and the row does not fit whole: E = {E} in {t.chunks} chunks of {t.chunk} "
+    where = "the row does not fit whole" if t.chunks > 1 else "the whole-row templates refuse this row"
+    return True, (f"renorm = {int(renorm)} and {where}: E = {E} in {t.chunks} chunk(s) of {t.chunk} "
                   f"columns, a running top-{t.kRun} list merged with each chunk, {what} (large_e.py)")
 
 
