@@ -182,11 +182,16 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                  dict(B=1, S=4, E=128, K=4, cores=1, score="sigmoid", num_groups=4, topk_groups=1)),  # one kept group: Copy
                 kernels=("moe_gating_grouped_kernel",)),
     # the chunked-E kernel (moe_gating/large_e.py): masked and whole-block pads, two-run and five-run
-    # chunks (a copied leftover run), K > 64 (per-row ReduceMax), float16, several loops of one chunk
+    # chunks (a copied leftover run), K > 64 (per-row ReduceMax), float16, several loops of one chunk; renorm = 0
     ListingSpec("large_e", "moe_gating/large_e.cpp", "large_e",
                 (dict(N=5, E=270, K=3, chunk=128, cores=1), dict(N=4, E=300, K=70, chunk=160, cores=1),
                  dict(N=3, E=100, K=2, chunk=64, cores=1, dtype="float16"), dict(N=300, E=64, K=8, cores=1),
-                 dict(N=3, E=256, K=5, chunk=64, cores=1)),
+                 dict(N=3, E=256, K=5, chunk=64, cores=1),
+                 # renorm = 0 (KFullLoad: the online max / sum): per-row reductions and a 32-column
+                 # Sub tail (chunk 160), whole-row WholeReduce (chunk 64, float16), one chunk
+                 dict(N=4, E=300, K=70, chunk=160, cores=1, renorm=False),
+                 dict(N=3, E=100, K=2, chunk=64, cores=1, dtype="float16", renorm=False),
+                 dict(N=5, E=270, K=3, chunk=128, cores=1, renorm=False), dict(N=9, E=40, K=4, cores=1, renorm=False)),
                 kernels=("moe_gating_large_e_kernel",)),
     # the cube's GEMM (gemm/): tails in M, N, K; two K panels; several N tiles (a loop of < 4, so
     # the timing-only trace has every iteration); v4 with a K-split (SetAtomicAdd)

@@ -13,7 +13,9 @@ In teaching order:
 * :mod:`.sorted_topk` -- v4, built like CANN's perf template (Sort32 + MrgSort + GatherMask);
 * :mod:`.grouped` -- the full routing semantics (sigmoid, bias, grouped top-k, renorm, scaling, finished
   rows, extra outputs), built like CANN's MoeGatingTopK; :mod:`.grouped_host` its host side;
-* :mod:`.templates` -- the template choice by shape (Perf / EKFullLoad / KFullLoad, CANN's priority order);
+* :mod:`.templates` -- the template choice by shape and renorm (Perf / EKFullLoad / KFullLoad / KRenorm,
+  CANN's priority order);
+* :mod:`.large_e` -- E in UB-sized chunks, a running top-K (KRenorm) and the online max / sum (KFullLoad);
 * :mod:`.run` -- the host API: ``moe_gating_topk`` (numbers + time), ``simulate_moe_gating`` (time);
 * :mod:`.sweep` -- tileS sweeps, the autotuner, the shape-bucket tables;
 * :mod:`.buckets` -- the committed bucket tables: every fused version's default tileS;

@@ -1,10 +1,12 @@
 // chips: ascend-910b2
 // MoeGatingTopK large-E — the Ascend C listing of npu_lab/kernels/moe_gating/large_e.py (same
 // instructions, same order): E split into chunks of `chunk` columns, each sorted (Sort32 + MrgSort)
-// and merged into a running top-kRun list per row, then the softmax over the K winners — the idea of
-// CANN's MoeGatingTopKSoftmaxV2 KFullLoad template (hicann/ops-transformer
-// moe/moe_gating_top_k_softmax_v2/op_host/moe_gating_top_k_softmax_v2_tiling_k_fullload.cpp), with
-// renorm = 1 semantics. Our own code, not a copy of CANN's.
+// and merged into a running top-kRun list per row. renorm = 1: the softmax over the K winners (CANN's
+// MoeGatingTopKSoftmaxV2 KRenorm template, op_host/moe_gating_top_k_softmax_v2_tiling_k_renorm.cpp);
+// renorm = 0: an online max / sum of the whole row kept across the chunks and the winners' full-softmax
+// values at the end (the KFullLoad template, hicann/ops-transformer
+// moe/moe_gating_top_k_softmax_v2/op_host/moe_gating_top_k_softmax_v2_tiling_k_fullload.cpp and
+// op_kernel/moe_gating_top_k_softmax_v2_k_fullload.h). Our own code, not a copy of CANN's.
 #include "kernel_operator.h"
 
 using namespace AscendC;
@@ -25,11 +27,15 @@ struct LargeETilingData {
     int32_t ubTailOfFormerBlock;
     int32_t ubLoopOfTailBlock;
     int32_t ubTailOfTailBlock;
+    int32_t renorm;                // 1: softmax over the K winners; 0: the full softmax (online max / sum)
 };
 
 constexpr uint32_t SORT_UNIT = 32;
 
 __aicore__ inline uint32_t Up(uint32_t a, uint32_t b) { return (a + b - 1) / b * b; }
+__aicore__ inline uint32_t Max2(uint32_t a, uint32_t b) { return a > b ? a : b; }
+// ReduceMax's sharedTmpBuffer for n floats without the index (ReduceMax.md)
+__aicore__ inline uint32_t ReduceMaxTmp(uint32_t n) { return Up(2 * Max2(1, (n + 63) / 64), 8); }
 
 template <typename T>
 class MoeGatingTopKLargeE {
@@ -63,8 +69,14 @@ public:
         pipe->InitBuffer(offsBuf, Up(2 * 4 * R * Kp, 256));
         pipe->InitBuffer(statBuf, Up(4 * Up(R, 8), 256));
         pipe->InitBuffer(bcastBuf, Up(32 * Up(R, 8), 256));
-        pipe->InitBuffer(tmpBuf, Up(4 * (Kp > 64 ? Kp : 64), 256));
+        uint32_t tmpElems = t->renorm ? Max2(64, Kp) : Max2(Max2(64, Kp), ReduceMaxTmp(Ec));
+        pipe->InitBuffer(tmpBuf, Up(4 * tmpElems, 256));
         pipe->InitBuffer(outQueue, 1, Up(2 * 4 * R * Kp, 256));
+        if (!t->renorm) {                                          // running max (two, swapped) and sum
+            pipe->InitBuffer(mx0Buf, Up(4 * Up(R, 8), 256));
+            pipe->InitBuffer(mx1Buf, Up(4 * Up(R, 8), 256));
+            pipe->InitBuffer(ssumBuf, Up(4 * Up(R, 8), 256));
+        }
     }
 
     __aicore__ inline void Process()
@@ -112,8 +124,17 @@ private:
         uint32_t r = Rows(i);
         uint32_t ec = (E - c * Ec < Ec) ? E - c * Ec : Ec;
         LocalTensor<float> run = runBuf.Get<float>();
+        bool online = t->renorm == 0;
+        if (online) {                                              // running max before / after this chunk
+            mo = (c % 2 == 0) ? mx0Buf.Get<float>() : mx1Buf.Get<float>();
+            mn = (c % 2 == 0) ? mx1Buf.Get<float>() : mx0Buf.Get<float>();
+        }
         if (c == 0) {
             Duplicate(run, negInf, r * Kr * 2);                    // a fresh running list
+            if (online) {                                          // running max -inf, running sum 0
+                Duplicate(mo, negInf, r);
+                Duplicate(ssumBuf.Get<float>(), 0.0f, r);
+            }
         }
         LocalTensor<T> x = xQueue.DeQue<T>();
         LocalTensor<float> xf;
@@ -144,6 +165,9 @@ private:
         LocalTensor<float> b = pairsB.Get<float>();
         Sort32(a, xf, index.ReinterpretCast<uint32_t>(), r * Ec / SORT_UNIT);
         PipeBarrier<PIPE_V>();
+        if (online) {
+            OnlineSoftmaxStep(xf, r);                              // the sort has read the logits: xf is free
+        }
         xQueue.FreeTensor(x);
         if (more) {
             uint32_t ni = (c + 1 == (uint32_t)t->chunks) ? i + 1 : i;
@@ -164,6 +188,71 @@ private:
             Finish(r, run);
             CopyOut(i, r);
         }
+    }
+
+    // dst[q] = max / sum of row q's Ec columns: one WholeReduce over r repeats when a row is one repeat,
+    // else a ReduceMax / ReduceSum per row.
+    __aicore__ inline void RowStat(const LocalTensor<float>& dst, const LocalTensor<float>& src, uint32_t r, bool isMax)
+    {
+        LocalTensor<float> tmp = tmpBuf.Get<float>();
+        if (Ec <= 64) {
+            if (isMax) {
+                WholeReduceMax(dst, src, Ec, r, 1, 1, Ec / 8, ReduceOrder::ORDER_ONLY_VALUE);
+            } else {
+                WholeReduceSum(dst, src, Ec, r, 1, 1, Ec / 8);
+            }
+            return;
+        }
+        for (uint32_t q = 0; q < r; q++) {
+            if (isMax) {
+                ReduceMax(dst[q], src[q * Ec], tmp, Ec, false);
+            } else {
+                ReduceSum(dst[q], src[q * Ec], tmp, Ec);
+            }
+        }
+    }
+
+    // x[q, :] -= bc[q] (bc: one 32-byte block per row, from Brcb).
+    __aicore__ inline void SubRowScalar(const LocalTensor<float>& x, const LocalTensor<float>& bc, uint32_t r)
+    {
+        if (Ec <= 64) {
+            Sub(x, x, bc, Ec, r, BinaryRepeatParams(1, 1, 0, Ec / 8, Ec / 8, 1));
+            return;
+        }
+        for (uint32_t q = 0; q < r; q++) {                         // repeats along the row, src1 the same block
+            if (Ec / 64 > 0) {
+                Sub(x[q * Ec], x[q * Ec], bc[q * 8], 64, Ec / 64, BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+            }
+            if (Ec % 64 != 0) {
+                uint32_t at = q * Ec + Ec / 64 * 64;
+                Sub(x[at], x[at], bc[q * 8], 32, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0));
+            }
+        }
+    }
+
+    // One chunk of the online softmax: mn = max(mo, chunk max), s = s * exp(mo - mn) + sum exp(x - mn).
+    __aicore__ inline void OnlineSoftmaxStep(const LocalTensor<float>& xf, uint32_t r)
+    {
+        LocalTensor<float> stat = statBuf.Get<float>();
+        LocalTensor<float> bc = bcastBuf.Get<float>();
+        LocalTensor<float> ssum = ssumBuf.Get<float>();
+        RowStat(stat, xf, r, true);
+        PipeBarrier<PIPE_V>();
+        Max(mn, mo, stat, r);
+        PipeBarrier<PIPE_V>();
+        Sub(mo, mo, mn, r);                                        // chunk 0: -inf - m = -inf, exp -> 0
+        Brcb(bc, mn, (r + 7) / 8, BrcbRepeatParams(1, 8));
+        PipeBarrier<PIPE_V>();
+        Exp(mo, mo, r);                                            // the rescale factor of the old sum
+        SubRowScalar(xf, bc, r);
+        PipeBarrier<PIPE_V>();
+        Mul(ssum, ssum, mo, r);
+        Exp(xf, xf, r * Ec);
+        PipeBarrier<PIPE_V>();
+        RowStat(stat, xf, r, false);
+        PipeBarrier<PIPE_V>();
+        Add(ssum, ssum, stat, r);
+        PipeBarrier<PIPE_V>();
     }
 
     // Every row holds Ec / 32 sorted runs of 32 pairs: merge them into one list (4 runs per MrgSort).
@@ -233,32 +322,50 @@ private:
         LocalTensor<float> stat = statBuf.Get<float>();
         LocalTensor<float> bc = bcastBuf.Get<float>();
         LocalTensor<float> tmp = tmpBuf.Get<float>();
-        if (Kp <= 64) {
-            WholeReduceMax(stat, w, K, r, 1, 1, Kp / 8, ReduceOrder::ORDER_ONLY_VALUE);
-        } else {
-            for (uint32_t q = 0; q < r; q++) ReduceMax(stat[q], w[q * Kp], tmp, K, false);
+        if (t->renorm == 0) {                                      // w = exp(x - m) * (1 / s) of the whole row
+            Brcb(bc, mn, (r + 7) / 8, BrcbRepeatParams(1, 8));
+            Duplicate(stat, 1.0f, r);
+            PipeBarrier<PIPE_V>();
+            for (uint32_t c0 = 0; c0 < Kp; c0 += 64) {
+                Sub(w[c0], w[c0], bc, (Kp - c0 < 64) ? Kp - c0 : 64, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
+            }
+            Div(stat, stat, ssumBuf.Get<float>(), r);
+            PipeBarrier<PIPE_V>();
+            Exp(w, w, r * Kp);
+            Brcb(bc, stat, (r + 7) / 8, BrcbRepeatParams(1, 8));
+            PipeBarrier<PIPE_V>();
+            for (uint32_t c0 = 0; c0 < Kp; c0 += 64) {
+                Mul(w[c0], w[c0], bc, (Kp - c0 < 64) ? Kp - c0 : 64, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
+            }
+            PipeBarrier<PIPE_V>();
+        } else {                                                   // softmax over the K winners
+            if (Kp <= 64) {
+                WholeReduceMax(stat, w, K, r, 1, 1, Kp / 8, ReduceOrder::ORDER_ONLY_VALUE);
+            } else {
+                for (uint32_t q = 0; q < r; q++) ReduceMax(stat[q], w[q * Kp], tmp, K, false);
+            }
+            PipeBarrier<PIPE_V>();
+            Brcb(bc, stat, (r + 7) / 8, BrcbRepeatParams(1, 8));
+            PipeBarrier<PIPE_V>();
+            for (uint32_t c0 = 0; c0 < Kp; c0 += 64) {
+                Sub(w[c0], w[c0], bc, (Kp - c0 < 64) ? Kp - c0 : 64, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
+            }
+            PipeBarrier<PIPE_V>();
+            Exp(w, w, r * Kp);
+            PipeBarrier<PIPE_V>();
+            if (Kp <= 64) {
+                WholeReduceSum(stat, w, K, r, 1, 1, Kp / 8);
+            } else {
+                for (uint32_t q = 0; q < r; q++) ReduceSum(stat[q], w[q * Kp], tmp, K);
+            }
+            PipeBarrier<PIPE_V>();
+            Brcb(bc, stat, (r + 7) / 8, BrcbRepeatParams(1, 8));
+            PipeBarrier<PIPE_V>();
+            for (uint32_t c0 = 0; c0 < Kp; c0 += 64) {
+                Div(w[c0], w[c0], bc, (Kp - c0 < 64) ? Kp - c0 : 64, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
+            }
+            PipeBarrier<PIPE_V>();
         }
-        PipeBarrier<PIPE_V>();
-        Brcb(bc, stat, (r + 7) / 8, BrcbRepeatParams(1, 8));
-        PipeBarrier<PIPE_V>();
-        for (uint32_t c0 = 0; c0 < Kp; c0 += 64) {
-            Sub(w[c0], w[c0], bc, (Kp - c0 < 64) ? Kp - c0 : 64, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
-        }
-        PipeBarrier<PIPE_V>();
-        Exp(w, w, r * Kp);
-        PipeBarrier<PIPE_V>();
-        if (Kp <= 64) {
-            WholeReduceSum(stat, w, K, r, 1, 1, Kp / 8);
-        } else {
-            for (uint32_t q = 0; q < r; q++) ReduceSum(stat[q], w[q * Kp], tmp, K);
-        }
-        PipeBarrier<PIPE_V>();
-        Brcb(bc, stat, (r + 7) / 8, BrcbRepeatParams(1, 8));
-        PipeBarrier<PIPE_V>();
-        for (uint32_t c0 = 0; c0 < Kp; c0 += 64) {
-            Div(w[c0], w[c0], bc, (Kp - c0 < 64) ? Kp - c0 : 64, r, BinaryRepeatParams(1, 1, 0, Kp / 8, Kp / 8, 1));
-        }
-        PipeBarrier<PIPE_V>();
         outQueue.EnQue(out);
     }
 
@@ -275,7 +382,8 @@ private:
     TQue<TPosition::VECIN, 2> xQueue;
     TQue<TPosition::VECOUT, 1> outQueue;
     TBuf<TPosition::VECCALC> pairsA, pairsB, xfBuf, index0Buf, indexBuf, runBuf, mergedBuf, offsBuf, statBuf, bcastBuf,
-        tmpBuf;
+        tmpBuf, mx0Buf, mx1Buf, ssumBuf;
+    LocalTensor<float> mo, mn;                                     // running max before / after the chunk
     GlobalTensor<T> xGM;
     GlobalTensor<int32_t> indicesGM;
     GlobalTensor<float> weightsGM;

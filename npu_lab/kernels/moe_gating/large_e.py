@@ -1,12 +1,31 @@
-"""Large E (issue 20 §2, "K full load"): when a row does not fit the UB with its buffers, split E
-into chunks and keep a running top-K — the idea of CANN's MoeGatingTopKSoftmaxV2 KFullLoad
-template (``moe/moe_gating_top_k_softmax_v2/op_host/moe_gating_top_k_softmax_v2_tiling_k_fullload.cpp``:
-``ubOuter`` chunks of ``ubFormer`` columns, grown until one fits half the UB).
+"""Large E (issue 20 §2): when a row does not fit the UB with its buffers, split E into chunks and
+keep a running top-K — CANN's chunked MoeGatingTopKSoftmaxV2 templates
+(``moe/moe_gating_top_k_softmax_v2/op_host/moe_gating_top_k_softmax_v2_tiling_k_fullload.cpp`` and
+``..._tiling_k_renorm.cpp``: ``ubOuter`` chunks of ``ubFormer`` columns, grown until one fits half
+the UB). Two semantics, chosen by the tiling's ``renorm`` (CANN's attribute):
 
-Semantics: the article's (renorm = 1: top-K of the logits, softmax over the K), so the running
-state is the sorted top-K list alone: its first element *is* the running maximum, and the softmax
-needs only the K winners (CANN's KFullLoad serves renorm = 0 and keeps an online max / sum of the
-whole row instead — not built here: a sum in chunk order rounds differently from the reference's).
+* **renorm = 1** (CANN's KRenorm, priority 20001; the article's semantics): top-K of the logits,
+  softmax over the K. The running state is the sorted top-K list alone: its first element *is* the
+  running maximum, and the softmax needs only the K winners. Exact: indices and weights equal
+  ``moe_gating_topk_reference(x, k)`` bit for bit.
+* **renorm = 0** (CANN's KFullLoad, priority 20000; also MoeGatingTopKSoftmax V1's semantics): the
+  chosen experts keep their full-softmax value ``exp(x_j − m) / s`` over all E. Beside the running
+  list, an **online max / sum** per row (what CANN's kernel gets from ``SoftmaxFlashV2`` in update
+  mode, ``op_kernel/moe_gating_top_k_softmax_v2_k_fullload.h``; here with the basic instructions):
+  per chunk ``m' = max(m, max_chunk x)``, ``s' = s · exp(m − m') + Σ_chunk exp(x − m')``; at the end
+  ``w_j = exp(x_j − m) · (1 / s)`` (the reference's ``e * (1 / sum)``). ``k <= 1024`` (MAX_K, as the
+  reference).
+
+  Exactness, stated: the max is exact and the exponentials are the reference's, but ``s`` is summed
+  in chunk order with a rescale per chunk where the reference sums the whole row at once, so the
+  weights agree within ``rtol = 2e-6`` (measured: 3.8e-7 relative at most over 2000 hypothesis
+  configs, tests/test_moe_large_e.py ``KFL_RTOL``), not bit for bit. The indices are the top-K of
+  the logits (lower expert on equal logits); the reference ranks by probability, so where two
+  experts' probabilities are the same float32 while their logits differ (exp underflowed to 0, or
+  logits an ulp apart) the reference takes the lower expert and this kernel the larger logit; the
+  chosen experts' probabilities are then the same values in the same order (tested element for
+  element), and every row without such a tie has equal indices. CANN's kernel ranks the softmax
+  values, rescaled per chunk, so its ties round yet another way.
 
 Per loop of ``r`` rows (pipes MTE2 → V → MTE3), for every chunk of ``Ec`` columns:
 
@@ -14,11 +33,17 @@ Per loop of ``r`` rows (pipes MTE2 → V → MTE3), for every chunk of ``Ec`` co
   an ``Ec`` stride in UB; masked ``Duplicate`` of −inf over its pad columns;
 * ``Adds`` the chunk's first column to the position row (0..Ec-1 → c·Ec ..), ``Sort32``, ``MrgSort``
   rounds: the chunk sorted;
+* renorm = 0, once the Sort32 has read the logits, in place on them: ``WholeReduceMax`` (Ec <= 64)
+  or a ``ReduceMax`` per row, ``Max`` with the running max, ``Sub`` + ``Exp`` (the rescale factor),
+  ``Brcb`` + ``Sub`` + ``Exp`` over the chunk, ``Mul`` + ``WholeReduceSum`` / ``ReduceSum`` + ``Add``
+  into the running sum (the running max lives in two buffers swapped every chunk); the input slot is
+  freed after this step, so the next chunk's prefetch waits for it;
 * per row ``MrgSort`` (running list of ``Kr = ceil32(K)`` pairs, the chunk's list) and ``Copy`` of
   the first Kr pairs back (equal logits: the running list first, i.e. the lower expert);
 
-then ``Gather`` the K scores and positions, ``WholeReduceMax`` / ``ReduceMax``, ``Sub``, ``Exp``,
-sum, ``Div``, ``DataCopyPad`` out. Exact: indices and weights equal ``moe_gating_topk_reference``.
+then ``Gather`` the K scores and positions; renorm = 1: ``WholeReduceMax`` / ``ReduceMax``,
+``Sub``, ``Exp``, sum, ``Div``; renorm = 0: ``Brcb`` of the running max, ``Sub``, ``Exp``, ``Div``
+for ``1 / s``, ``Brcb``, ``Mul``; ``DataCopyPad`` out. Listing: ``large_e.cpp``.
 """
 
 from __future__ import annotations
@@ -30,9 +55,10 @@ import numpy as np
 from ...lang import (BinaryRepeatParams, BrcbRepeatParams, CopyRepeatParams, DataCopyExtParams, DataCopyPadExtParams,
                      GlobalTensor, MrgSort4Info, MrgSortSrcList, ReduceOrder, TBuf, TPosition, TQue, launch,
                      npu_kernel)
+from ...lang.reduce import reduce_max_tmp_elements
 from ...lang.tiling_struct import Int32Struct
 from ...presets import get_preset
-from .reference import KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
+from .reference import CANN_SOFTMAX_MAX_K, KERNEL_NONFINITE_HINT, _check_k, _raise_on_nonfinite, as_logits_array
 from .tiling import UbBudgetError
 
 __all__ = ["LargeETiling", "calculate_large_e_tiling", "large_e_ub_bytes", "moe_gating_large_e_kernel",
@@ -55,7 +81,8 @@ def _up(a, b):
 class LargeETiling(Int32Struct):
     """row N, col E, k, kRun (ceil32(K): pairs kept between chunks), kAlign (ceil8(K)), chunk (Ec,
     columns per chunk, a multiple of 32), chunks (ceil(E / Ec)), blockFormer / blockNum /
-    blockTail, ubFormer (rows per loop), ubLoop/ubTail of a former and the last block."""
+    blockTail, ubFormer (rows per loop), ubLoop/ubTail of a former and the last block, renorm (1:
+    softmax over the K winners; 0: the full softmax, an online max / sum kept across chunks)."""
 
     row: int
     col: int
@@ -72,41 +99,48 @@ class LargeETiling(Int32Struct):
     ubTailOfFormerBlock: int
     ubLoopOfTailBlock: int
     ubTailOfTailBlock: int
+    renorm: int = 1
 
 
-def large_e_layout(rows: int, chunk: int, k_run: int, k_align: int, itemsize: int):
-    """(name, copies, bytes) of every UB buffer, each a whole number of 256 B."""
+def large_e_layout(rows: int, chunk: int, k_run: int, k_align: int, itemsize: int, renorm: bool = True):
+    """(name, copies, bytes) of every UB buffer, each a whole number of 256 B. renorm = 0 adds the
+    running max (two, swapped every chunk) and the running sum, r floats each, and a ``tmp`` large
+    enough for ReduceMax / ReduceSum over a chunk row (ReduceMax.md's sharedTmpBuffer formula)."""
     r, Ec = rows, chunk
+    tmp = max(64, k_align) if renorm else max(64, k_align, reduce_max_tmp_elements(Ec, 4, False))
     lay = [("pairs_a", 1, 8 * r * Ec), ("pairs_b", 1, 8 * r * Ec), ("x", 2, r * Ec * itemsize)]
     if itemsize == 2:
         lay.append(("xf", 1, 4 * r * Ec))
     lay += [("index0", 1, 4 * r * Ec), ("index", 1, 4 * r * Ec), ("run", 1, 8 * r * k_run),
             ("merged", 1, 8 * (k_run + Ec)), ("offs", 1, 2 * 4 * r * k_align), ("stat", 1, 4 * _up(r, 8)),
-            ("bcast", 1, 32 * _up(r, 8)), ("tmp", 1, 4 * max(64, k_align)), ("out", 1, 2 * 4 * r * k_align)]
+            ("bcast", 1, 32 * _up(r, 8)), ("tmp", 1, 4 * tmp), ("out", 1, 2 * 4 * r * k_align)]
+    if not renorm:
+        lay += [("mx0", 1, 4 * _up(r, 8)), ("mx1", 1, 4 * _up(r, 8)), ("ssum", 1, 4 * _up(r, 8))]
     return [(n, c, _up(b, 256)) for n, c, b in lay]
 
 
-def large_e_ub_bytes(rows, chunk, k_run, k_align, itemsize=4) -> int:
-    return sum(c * b for _, c, b in large_e_layout(rows, chunk, k_run, k_align, itemsize))
+def large_e_ub_bytes(rows, chunk, k_run, k_align, itemsize=4, renorm=True) -> int:
+    return sum(c * b for _, c, b in large_e_layout(rows, chunk, k_run, k_align, itemsize, renorm))
 
 
 def calculate_large_e_tiling(N: int, E: int, K: int, hw="ascend-910b2", *, dtype=np.float32,
-                             chunk: int | None = None) -> LargeETiling:
+                             chunk: int | None = None, renorm: bool = True) -> LargeETiling:
     """Rows per core as v4; the chunk: the widest multiple of 32 (<= ceil32(E)) whose one-row
     buffers fit the UB (CANN grows ubOuter until a chunk fits), or ``chunk`` if given (a multiple of
     32 >= 32, e.g. to show the chunked path on a row that would fit whole); then the balanced rows
-    per loop that fit with it."""
+    per loop that fit with it. ``renorm=False``: the KFullLoad variant (module docstring)."""
     hw = get_preset(hw)
+    renorm = _check_renorm(renorm, K)
     size = np.dtype(dtype).itemsize
     kr, ka = _up(K, SORT_UNIT), _up(K, 8)
     if chunk is None:
         chunk = _up(E, SORT_UNIT)
-        while chunk > SORT_UNIT and large_e_ub_bytes(1, chunk, kr, ka, size) > hw.ub_usable_bytes:
+        while chunk > SORT_UNIT and large_e_ub_bytes(1, chunk, kr, ka, size, renorm) > hw.ub_usable_bytes:
             chunk = _up(_cdiv(chunk, 2), SORT_UNIT)
     elif isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < SORT_UNIT or chunk % SORT_UNIT:
         raise ValueError(f"chunk must be a multiple of 32 columns (the Sort32 unit), >= 32; got {chunk!r}")
     chunk = int(min(chunk, _up(E, SORT_UNIT)))
-    if large_e_ub_bytes(1, chunk, kr, ka, size) > hw.ub_usable_bytes:
+    if large_e_ub_bytes(1, chunk, kr, ka, size, renorm) > hw.ub_usable_bytes:
         raise UbBudgetError(f"large-E kernel: K = {K} with a {chunk}-column chunk does not fit {hw.name}'s UB")
     cores = hw.vector_cores
     bf = _cdiv(N, cores)
@@ -116,14 +150,14 @@ def calculate_large_e_tiling(N: int, E: int, K: int, hw="ascend-910b2", *, dtype
     for outer in range(1, bf + 1):
         r = _cdiv(bf, outer)
         if r <= MAX_REPEAT and r * chunk // SORT_UNIT <= MAX_REPEAT and \
-                large_e_ub_bytes(r, chunk, kr, ka, size) <= hw.ub_usable_bytes:
+                large_e_ub_bytes(r, chunk, kr, ka, size, renorm) <= hw.ub_usable_bytes:
             ubf = r
             break
     lf, lt = _cdiv(bf, ubf), _cdiv(bt, ubf)
     return LargeETiling(row=N, col=E, k=K, kRun=kr, kAlign=ka, chunk=chunk, chunks=_cdiv(E, chunk), blockFormer=bf,
                         blockNum=bn, blockTail=bt, ubFormer=ubf, ubLoopOfFormerBlock=lf,
                         ubTailOfFormerBlock=bf - (lf - 1) * ubf, ubLoopOfTailBlock=lt,
-                        ubTailOfTailBlock=bt - (lt - 1) * ubf)
+                        ubTailOfTailBlock=bt - (lt - 1) * ubf, renorm=int(bool(renorm)))
 
 
 def _block_classes(block_dim, *args, **kwargs):
@@ -164,6 +198,100 @@ def _merge_chunk(ctx, a, b, r, Ec):
     return src
 
 
+def _row_stat(ctx, dst, src, tmp, r, Ec, op):
+    """dst[q] = max / sum of row q's Ec columns: one WholeReduce over r repeats when a row is one
+    repeat (Ec <= 64), else a ReduceMax / ReduceSum per row (the row is longer than a repeat)."""
+    if Ec <= 64:
+        if op == "max":
+            ctx.whole_reduce_max(dst, src, Ec, r, 1, 1, Ec // 8, ReduceOrder.ORDER_ONLY_VALUE)
+        else:
+            ctx.whole_reduce_sum(dst, src, Ec, r, 1, 1, Ec // 8)
+        return
+    for q in range(r):
+        (ctx.reduce_max if op == "max" else ctx.reduce_sum)(dst[q], src[q * Ec], tmp, Ec)
+
+
+def _sub_row_scalar(ctx, x, bcast, r, Ec):
+    """x[q, :] -= bcast[q] (bcast: one 32-byte block per row, from Brcb)."""
+    if Ec <= 64:                                         # one repeat a row, the row's block as src1
+        ctx.sub(x, x, bcast, Ec, r, BinaryRepeatParams(1, 1, 0, Ec // 8, Ec // 8, 1))
+        return
+    for q in range(r):                                   # repeats along the row, src1 the same block
+        if Ec // 64:
+            ctx.sub(x[q * Ec], x[q * Ec], bcast[q * 8], 64, Ec // 64, BinaryRepeatParams(1, 1, 0, 8, 8, 0))
+        if Ec % 64:
+            at = q * Ec + Ec // 64 * 64
+            ctx.sub(x[at], x[at], bcast[q * 8], 32, 1, BinaryRepeatParams(1, 1, 0, 8, 8, 0))
+
+
+def _online_softmax_step(ctx, xf, mo, mn, ssum, stat, bcast, tmp, r, Ec):
+    """One chunk of the online softmax (KFullLoad): mn = max(mo, chunk max), ssum = ssum ·
+    exp(mo − mn) + Σ exp(x − mn). xf [r, Ec] float32 (pads −inf: exp gives 0) is overwritten."""
+    _row_stat(ctx, stat, xf, tmp, r, Ec, "max")
+    ctx.pipe_barrier("PIPE_V")
+    ctx.max(mn, mo, stat, r)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.sub(mo, mo, mn, r)                               # chunk 0: −inf − m = −inf, exp → 0
+    ctx.brcb(bcast, mn, _cdiv(r, 8), BrcbRepeatParams(1, 8))
+    ctx.pipe_barrier("PIPE_V")
+    ctx.exp(mo, mo, r)                                   # the rescale factor of the old sum
+    _sub_row_scalar(ctx, xf, bcast, r, Ec)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.mul(ssum, ssum, mo, r)
+    ctx.exp(xf, xf, r * Ec)
+    ctx.pipe_barrier("PIPE_V")
+    _row_stat(ctx, stat, xf, tmp, r, Ec, "sum")
+    ctx.pipe_barrier("PIPE_V")
+    ctx.add(ssum, ssum, stat, r)
+    ctx.pipe_barrier("PIPE_V")
+
+
+def _full_softmax_weights(ctx, w, m, ssum, stat, bcast, r, Kp):
+    """w [r, Kp] (the winners' logits) := exp(w − m) · (1 / ssum), per row: the reference's
+    ``e * (1 / sum)`` (one reciprocal, then a product), with the sum taken in chunk order."""
+    ctx.brcb(bcast, m, _cdiv(r, 8), BrcbRepeatParams(1, 8))
+    ctx.duplicate(stat, 1.0, r)
+    ctx.pipe_barrier("PIPE_V")
+    for c0 in range(0, Kp, 64):
+        ctx.sub(w[c0], w[c0], bcast, min(64, Kp - c0), r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
+    ctx.div(stat, stat, ssum, r)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.exp(w, w, r * Kp)
+    ctx.brcb(bcast, stat, _cdiv(r, 8), BrcbRepeatParams(1, 8))
+    ctx.pipe_barrier("PIPE_V")
+    for c0 in range(0, Kp, 64):
+        ctx.mul(w[c0], w[c0], bcast, min(64, Kp - c0), r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
+    ctx.pipe_barrier("PIPE_V")
+
+
+def _renorm_weights(ctx, w, stat, bcast, tmp, r, K, Kp):
+    """w [r, Kp] (the winners' logits) := softmax over each row's first K (renorm = 1)."""
+    if Kp <= 64:
+        ctx.whole_reduce_max(stat, w, K, r, 1, 1, Kp // 8, ReduceOrder.ORDER_ONLY_VALUE)
+    else:
+        for q in range(r):
+            ctx.reduce_max(stat[q], w[q * Kp], tmp, K)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.brcb(bcast, stat, _cdiv(r, 8), BrcbRepeatParams(1, 8))
+    ctx.pipe_barrier("PIPE_V")
+    for c0 in range(0, Kp, 64):
+        ctx.sub(w[c0], w[c0], bcast, min(64, Kp - c0), r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
+    ctx.pipe_barrier("PIPE_V")
+    ctx.exp(w, w, r * Kp)
+    ctx.pipe_barrier("PIPE_V")
+    if Kp <= 64:
+        ctx.whole_reduce_sum(stat, w, K, r, 1, 1, Kp // 8)
+    else:
+        for q in range(r):
+            ctx.reduce_sum(stat[q], w[q * Kp], tmp, K)
+    ctx.pipe_barrier("PIPE_V")
+    ctx.brcb(bcast, stat, _cdiv(r, 8), BrcbRepeatParams(1, 8))
+    ctx.pipe_barrier("PIPE_V")
+    for c0 in range(0, Kp, 64):
+        ctx.div(w[c0], w[c0], bcast, min(64, Kp - c0), r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
+    ctx.pipe_barrier("PIPE_V")
+
+
 @npu_kernel(block_classes=_block_classes)
 def moe_gating_large_e_kernel(ctx, gate_gm, idx_gm, w_gm, tiling_bytes):
     """Chunked-E MoeGatingTopK (module docstring). gate_gm [N*E] float32 / float16, idx_gm [N*K]
@@ -180,7 +308,8 @@ def moe_gating_large_e_kernel(ctx, gate_gm, idx_gm, w_gm, tiling_bytes):
     row0 = t.blockFormer * b
     x_q, out_q = TQue(TPosition.VECIN, 2), TQue(TPosition.VECOUT, 1)
     bufs = {}
-    for name, copies, nbytes in large_e_layout(R, Ec, Kr, Kp, dt.itemsize):
+    online = not t.renorm                                # KFullLoad: the full softmax, online max / sum
+    for name, copies, nbytes in large_e_layout(R, Ec, Kr, Kp, dt.itemsize, bool(t.renorm)):
         if name == "x":
             ctx.pipe.init_buffer(x_q, copies, nbytes, name=name)
         elif name == "out":
@@ -214,8 +343,13 @@ def moe_gating_large_e_kernel(ctx, gate_gm, idx_gm, w_gm, tiling_bytes):
                                                        steps[s][1] == t.chunks - 1, s >= 2, s + 2 < len(steps))):
         i, c = steps[s]
         r, ec = rows[i], min(Ec, E - c * Ec)
+        if online:                                       # running max: mo before this chunk, mn after
+            mo, mn = (get("mx0"), get("mx1")) if c % 2 == 0 else (get("mx1"), get("mx0"))
         if c == 0:                                       # a fresh running list of -inf
             ctx.duplicate(run, NEG_INF, r * Kr * 2)
+            if online:                                   # running max -inf, running sum 0
+                ctx.duplicate(mo, NEG_INF, r)
+                ctx.duplicate(get("ssum"), 0.0, r)
         x = x_q.deque(dt)
         xf = x
         if dt == np.float16:
@@ -237,6 +371,8 @@ def moe_gating_large_e_kernel(ctx, gate_gm, idx_gm, w_gm, tiling_bytes):
         a, bb = get("pairs_a"), get("pairs_b")
         ctx.sort32(a, xf, index.reinterpret_cast(np.uint32), r * Ec // SORT_UNIT)
         ctx.pipe_barrier("PIPE_V")
+        if online:                                       # the sort has read the logits: xf is free
+            _online_softmax_step(ctx, xf, mo, mn, get("ssum"), get("stat"), get("bcast"), get("tmp"), r, Ec)
         x_q.free_tensor(x)
         if s + 1 < len(steps):
             copy_in(*steps[s + 1])                       # prefetch the next chunk
@@ -256,30 +392,10 @@ def moe_gating_large_e_kernel(ctx, gate_gm, idx_gm, w_gm, tiling_bytes):
         ctx.gather(idx, run.reinterpret_cast(np.int32), offs, 4, r * Kp)        # the index lanes
         ctx.pipe_barrier("PIPE_V")
         stat, bcast, tmp = get("stat"), get("bcast"), get("tmp")
-        if Kp <= 64:
-            ctx.whole_reduce_max(stat, w, K, r, 1, 1, Kp // 8, ReduceOrder.ORDER_ONLY_VALUE)
-        else:
-            for q in range(r):
-                ctx.reduce_max(stat[q], w[q * Kp], tmp, K)
-        ctx.pipe_barrier("PIPE_V")
-        ctx.brcb(bcast, stat, _cdiv(r, 8), BrcbRepeatParams(1, 8))
-        ctx.pipe_barrier("PIPE_V")
-        for c0 in range(0, Kp, 64):
-            ctx.sub(w[c0], w[c0], bcast, min(64, Kp - c0), r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
-        ctx.pipe_barrier("PIPE_V")
-        ctx.exp(w, w, r * Kp)
-        ctx.pipe_barrier("PIPE_V")
-        if Kp <= 64:
-            ctx.whole_reduce_sum(stat, w, K, r, 1, 1, Kp // 8)
-        else:
-            for q in range(r):
-                ctx.reduce_sum(stat[q], w[q * Kp], tmp, K)
-        ctx.pipe_barrier("PIPE_V")
-        ctx.brcb(bcast, stat, _cdiv(r, 8), BrcbRepeatParams(1, 8))
-        ctx.pipe_barrier("PIPE_V")
-        for c0 in range(0, Kp, 64):
-            ctx.div(w[c0], w[c0], bcast, min(64, Kp - c0), r, BinaryRepeatParams(1, 1, 0, Kp // 8, Kp // 8, 1))
-        ctx.pipe_barrier("PIPE_V")
+        if online:                                       # w = exp(x - m) * (1 / s), m and s of the whole row
+            _full_softmax_weights(ctx, w, mn, get("ssum"), stat, bcast, r, Kp)
+        else:                                            # softmax over the K winners
+            _renorm_weights(ctx, w, stat, bcast, tmp, r, K, Kp)
         out_q.enque(out)
         out = out_q.deque(np.float32)
         base = (row0 + i * R) * K
@@ -288,35 +404,55 @@ def moe_gating_large_e_kernel(ctx, gate_gm, idx_gm, w_gm, tiling_bytes):
         out_q.free_tensor(out)
 
 
-def _launch(gate, N, E, K, hw, timing_only, chunk):
-    t = calculate_large_e_tiling(N, E, K, hw, dtype=gate.dtype, chunk=chunk)
+def _check_renorm(renorm, K):
+    if not isinstance(renorm, (bool, np.bool_)):
+        raise TypeError(f"renorm must be True (softmax over the K winners) or False (the full softmax); got {renorm!r}")
+    if not renorm and K > CANN_SOFTMAX_MAX_K:
+        raise ValueError(f"k = {K} > {CANN_SOFTMAX_MAX_K}: MoeGatingTopKSoftmaxV2 with renorm = 0 takes k <= "
+                         f"{CANN_SOFTMAX_MAX_K} (MAX_K, moe/moe_gating_top_k_softmax_v2/README.md), as "
+                         "moe_gating_topk_reference does; use renorm=True or a smaller k")
+    return bool(renorm)
+
+
+def _launch(gate, N, E, K, hw, timing_only, chunk, renorm):
+    t = calculate_large_e_tiling(N, E, K, hw, dtype=gate.dtype, chunk=chunk, renorm=renorm)
     idx = GlobalTensor.empty(N * K, np.int32, "expert_indices", timing_only=timing_only)
     w = GlobalTensor.empty(N * K, np.float32, "routing_weights", timing_only=timing_only)
+    name = "MoeGatingTopK large-E" if renorm else "MoeGatingTopK large-E KFullLoad"
     tl = launch(moe_gating_large_e_kernel, t.blockNum, gate, idx, w, t.pack(), hw=hw, timing_only=timing_only,
-                name="MoeGatingTopK large-E")
+                name=name)
     return idx, w, tl, t
 
 
-def run_large_e(gate_logits, k, *, hw="ascend-910b2", chunk: int | None = None):
-    """The chunked kernel on [N, E] / [B, S, E] float32 / float16 logits (the article's semantics).
-    Returns ``(indices, weights, timeline, tiling)``."""
+def run_large_e(gate_logits, k, *, hw="ascend-910b2", chunk: int | None = None, renorm: bool = True):
+    """The chunked kernel on [N, E] / [B, S, E] float32 / float16 logits. ``renorm=True``: the
+    article's semantics (CANN's KRenorm), indices and weights bit-equal to
+    ``moe_gating_topk_reference(x, k)``; ``renorm=False``: the full softmax (CANN's KFullLoad; V1's
+    semantics too), see the module docstring for its exactness. Returns
+    ``(indices, weights, timeline, tiling)``."""
     hw = get_preset(hw)
     x = as_logits_array(gate_logits)
     if x.ndim not in (2, 3) or x.dtype not in (np.float32, np.float16) or 0 in x.shape:
         raise ValueError(f"gate_logits must be float32 / float16 [N, E] or [B, S, E], non-empty; got {x.dtype} {x.shape}")
     E = x.shape[-1]
     K = _check_k(k, E)
+    renorm = _check_renorm(renorm, K)
     _raise_on_nonfinite(x.reshape(-1, E).astype(np.float32), x.shape, KERNEL_NONFINITE_HINT)
     N = int(np.prod(x.shape[:-1]))
-    idx, w, tl, t = _launch(GlobalTensor.from_array(x.reshape(-1), "gate_logits"), N, E, K, hw, False, chunk)
+    idx, w, tl, t = _launch(GlobalTensor.from_array(x.reshape(-1), "gate_logits"), N, E, K, hw, False, chunk, renorm)
     lead = x.shape[:-1]
     return idx.data.reshape(*lead, K).copy(), w.data.reshape(*lead, K).copy(), tl, t
 
 
-def simulate_large_e(N, E, K, *, hw="ascend-910b2", dtype=np.float32, chunk: int | None = None):
-    """Timing-only run: ``(timeline, tiling)``."""
+def simulate_large_e(N, E, K, *, hw="ascend-910b2", dtype=np.float32, chunk: int | None = None,
+                     renorm: bool = True):
+    """Timing-only run: ``(timeline, tiling)``, the same timeline :func:`run_large_e` gives."""
     hw = get_preset(hw)
+    for name, v in (("N", N), ("E", E)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
     K = _check_k(K, E)
+    renorm = _check_renorm(renorm, K)
     gate = GlobalTensor.empty(N * E, dtype, "gate_logits", timing_only=True)
-    _, _, tl, t = _launch(gate, N, E, K, hw, True, chunk)
+    _, _, tl, t = _launch(gate, N, E, K, hw, True, chunk, renorm)
     return tl, t

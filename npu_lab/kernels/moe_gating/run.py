@@ -221,15 +221,25 @@ def moe_gating_topk(gate_logits, k: int, *, version: str | None = None, hw="asce
     ``options``: the routing options of :func:`moe_gating_topk_reference` (score, bias, groups,
     renorm, scaling, eps, finished, extras), same names, same checks. ``version=None`` (default)
     runs ``v3`` when every option is at its default and the ``"grouped"`` kernel
-    (:mod:`.grouped`, the full semantics) otherwise; ``version="grouped"`` runs it always. The
-    versions of the article's ladder (v1 .. v4, discrete) compute the defaults only: naming one
-    with a non-default option raises ``ValueError`` (no option is ever silently ignored). With
-    ``extras=True`` the result's ``extras`` holds the :class:`GatingOutputs`."""
+    (:mod:`.grouped`, the full semantics) otherwise — except ``renorm=False`` alone on a shape
+    whose row does not fit the UB, where CANN's tiling picks KFullLoad and so does this
+    (:func:`.templates.choose_moe_template`; the result's version is ``"large_e"``);
+    ``version="grouped"`` runs the grouped kernel always. The versions of the article's ladder
+    (v1 .. v4, discrete) compute the defaults only: naming one with a non-default option raises
+    ``ValueError`` (no option is ever silently ignored). With ``extras=True`` the result's
+    ``extras`` holds the :class:`GatingOutputs`."""
     unknown = sorted(set(options) - set(GATING_OPTION_DEFAULTS))
     if unknown:
         raise TypeError(f"moe_gating_topk() got unknown routing option(s) {', '.join(unknown)}; the options are: "
                         f"{', '.join(GATING_OPTION_DEFAULTS)}")
     used = [n for n, v in options.items() if not _is_default(n, v)]
+    if version is None and used == ["renorm"]:
+        # renorm = 0 alone: CANN's template choice; KFullLoad (E in chunks, online softmax) where a row
+        # does not fit the UB, else the grouped kernel below (EKFullLoad)
+        from .templates import _run_if_k_full_load
+        res = _run_if_k_full_load(gate_logits, k, hw)
+        if res is not None:
+            return res
     if (isinstance(version, str) and version == ROUTING_VERSION) or (version is None and used):
         if tile_s is not None:
             raise ValueError(f"tile_s does not apply to the {ROUTING_VERSION} kernel (it tiles by rows); got {tile_s!r}")

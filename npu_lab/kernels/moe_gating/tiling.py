@@ -212,7 +212,8 @@ def calculate_moe_gating_tiling(B: int, S: int, E: int, K: int, hw, *, version: 
             f"E={E} experts is too wide for one core: a single row needs {one_row} bytes of UB "
             f"for kernel version {version!r} (K={K}), but {hw_name} has {ub_bytes} usable bytes. "
             "Rows this large need the E-chunked path (split E into chunks and keep a running "
-            "top-K), which is not built yet."
+            "top-K): npu_lab.kernels.moe_gating.large_e.run_large_e, or moe_gating_topk_auto, which "
+            "picks it where CANN's tiling would (choose_moe_template)."
         )
 
     if tile_s is None:
