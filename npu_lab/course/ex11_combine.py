@@ -285,7 +285,7 @@ register_exercise(KernelExercise(
             "step 2, a second launch, finds head g's pieces in it (rows G apart), weights them by exp(lse_i - max) "
             "over their sum — how much of the softmax mass each piece holds, an empty piece none — and adds them up",
     solution=combine_exercise_solution, cell_name="my_flash_decode_combine", imports=_IMPORTS,
-    place_after="## FlashDecode (after the split sweep)",
+    place_after="## FlashDecode (after exercise 11.3)",
     cases=_cases, launch=_launch, reference=_reference, locate=_locate, target=_target, target_case=_TIMED,
     tolerance=_TOLERANCE, timed_full=True, diagnose=_diagnose, extra=_extra,
     slow_hint="compare with the library's v4: is the combine doing more than one Muls and Add per piece?"))
