@@ -102,8 +102,10 @@ _IMPORTS = ("import math\nimport numpy as np\nfrom npu_lab import npu_kernel\n"
             "from npu_lab.kernels.decode.combine import CombineTiling\n"
             "from npu_lab.course.ex11 import scalar_work")
 CHIP = "ascend-910b2"
-#: float16 K/V against the float64 reference (npu_lab.kernels.decode.TOLERANCE)
-_TOLERANCE = (2e-3, 2e-3)
+#: rtol, atol against the float64 reference of the same float16 K/V values: only float32 rounding
+#: separates them (step 1 and the combine compute in float32), so this is tighter than the library's
+#: float16 TOLERANCE; a 0.3 % error fails (tests/test_hardening2.py)
+_TOLERANCE = (5e-4, 5e-5)
 
 
 def _case(B, N2, G, D, lens, chunk, splits=None, scores="random", label=""):
