@@ -481,12 +481,13 @@ def bench_decode_explorer() -> None:
     e = DecodeExplorer()
     row("build (grid checked against two live probe runs)", (time.perf_counter() - start) * 1e3, "ms",
         f"grid used: {e.grid_used}")
-    times = []
+    times, cpu = [], []
 
     def move(control, value):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         control.value = value
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
 
     for version in ("v2", "v4", "v5"):
         move(e.version, version)
@@ -500,6 +501,8 @@ def bench_decode_explorer() -> None:
                         move(e.splits, sp)
     row("move, median", statistics.median(times) * 1e3, "ms", f"worst {max(times) * 1e3:.0f} ms, {len(times)} moves, "
         f"load average {os.getloadavg()[0]:.1f}")
+    row("move, CPU time, median", statistics.median(cpu) * 1e3, "ms", f"worst {max(cpu) * 1e3:.0f} ms (what load does "
+        "not inflate)")
 
 
 SECTIONS.append(bench_decode_explorer)

@@ -80,7 +80,7 @@ def _position_key(chip, b, c, g, v, sp) -> tuple:
 def decode_grid(chip: str = GRID_CHIP, progress=None) -> pd.DataFrame:
     """Every distinct run the explorer's positions need on ``chip`` (one row per
     :func:`_position_key`): time, roofline (µs), pieces, or the library's refusal in ``error``.
-    Timing-only runs; about 15 minutes of one core. ``progress(i, n)``: called after each run."""
+    Timing-only runs; about 12 minutes of one core. ``progress(i, n)``: called after each run."""
     keys = []
     for b in BATCHES:
         for c in CONTEXTS:
