@@ -14,6 +14,7 @@ figure, and append it to ``SECTIONS`` at the bottom.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -316,7 +317,8 @@ def every_explorer():
             ("UbBudgetExplorer (03)", X.UbBudgetExplorer), ("TileSweepExplorer (04)", X.TileSweepExplorer),
             ("DoubleBufferExplorer (05)", X.DoubleBufferExplorer), ("FastExpExplorer (06)", X.FastExpExplorer),
             ("TuningExplorer (07)", X.TuningExplorer), ("GemmExplorer (09)", X.GemmExplorer),
-            ("DecodeExplorer (11)", X.DecodeExplorer), ("SparseKvExplorer (12)", X.SparseKvExplorer),
+            ("DecodeExplorer (11)", X.DecodeExplorer), ("KvCalculatorExplorer (11)", X.KvCalculatorExplorer),
+            ("SparseKvExplorer (12)", X.SparseKvExplorer),
             ("BalanceExplorer (13)", BalanceExplorer), ("CaseStudyExplorer (13)", CaseStudyExplorer),
             ("RoutingExplorer (14)", X.RoutingExplorer), ("MoeLayerExplorer (14)", X.MoeLayerExplorer)]
 
@@ -466,6 +468,44 @@ def main(argv: list[str]) -> int:
     print(f"\ntotal bench time {time.perf_counter() - start:.1f} s")
     return 0
 
+
+
+def bench_decode_explorer() -> None:
+    """Issue 18 §5: DecodeExplorer over every position its sliders offer (each control stepped
+    through all its values, nested): the committed grid makes each move a lookup (target < 50 ms)."""
+    from npu_lab.course.explorers import DecodeExplorer
+    from npu_lab.course.explorers.decode import BATCHES, CONTEXTS, GROUPS, SPLITS
+
+    section("DecodeExplorer (11): every slider position")
+    start = time.perf_counter()
+    e = DecodeExplorer()
+    row("build (grid checked against two live probe runs)", (time.perf_counter() - start) * 1e3, "ms",
+        f"grid used: {e.grid_used}")
+    times, cpu = [], []
+
+    def move(control, value):
+        t0, c0 = time.perf_counter(), time.process_time()
+        control.value = value
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+
+    for version in ("v2", "v4", "v5"):
+        move(e.version, version)
+        for b in BATCHES:
+            move(e.batch, b)
+            for c in CONTEXTS:
+                move(e.context, c)
+                for g in GROUPS:
+                    move(e.group, g)
+                    for sp in (SPLITS if version == "v4" else ()):
+                        move(e.splits, sp)
+    row("move, median", statistics.median(times) * 1e3, "ms", f"worst {max(times) * 1e3:.0f} ms, {len(times)} moves, "
+        f"load average {os.getloadavg()[0]:.1f}")
+    row("move, CPU time, median", statistics.median(cpu) * 1e3, "ms", f"worst {max(cpu) * 1e3:.0f} ms (what load does "
+        "not inflate)")
+
+
+SECTIONS.append(bench_decode_explorer)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

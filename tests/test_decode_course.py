@@ -78,3 +78,104 @@ def test_decode_explorer_v4_without_a_split_shares_v2s_run_and_equals_a_direct_r
     assert e.result == (r.timeline.total_us, r.roofline_us, r.tiling.splits)
     shared = e._key(batch, 512, 4, "v4", splits) == (batch, 512, 4, "v2", 0)
     assert shared == (r.tiling.splits == 1)
+
+
+# ---- the committed grid of DecodeExplorer positions (data/decode_explorer_grid.csv) ----------------
+from npu_lab.course.explorers import decode as decode_explorer  # noqa: E402
+from npu_lab.course.explorers import KvCalculatorExplorer  # noqa: E402
+from npu_lab.llm import MODEL_CONFIGS, kv_memory_table  # noqa: E402
+
+
+def _every_position():
+    D = decode_explorer
+    for b in D.BATCHES:
+        for c in D.CONTEXTS:
+            for g in D.GROUPS:
+                for v in ("v2", "v4", "v5"):
+                    for sp in (D.SPLITS if v == "v4" else (0,)):
+                        yield b, c, g, v, sp
+
+
+def test_grid_covers_every_position_and_is_fresh_where_sampled():
+    """Every position's run (after the v4-is-v2 sharing) is in the file; a sample of cheap rows,
+    spread over versions and splits, equals a live simulation exactly (stale file: regenerate with
+    write_decode_grid)."""
+    grid = decode_explorer._load_grid()
+    assert grid, f"{decode_explorer.GRID_PATH} is missing: run write_decode_grid()"
+    chip = decode_explorer.GRID_CHIP
+    keys = set()
+    for pos in _every_position():
+        try:
+            keys.add(decode_explorer._position_key(chip, *pos))
+        except ValueError:
+            keys.add(pos)
+    assert keys <= set(grid), sorted(keys - set(grid))[:5]
+    rng = np.random.default_rng(0)
+    cheap = [k for k in grid if k[0] <= 2 and k[1] <= 1024 and isinstance(grid[k], tuple)]
+    for i in rng.choice(len(cheap), 6, replace=False):
+        key = cheap[i]
+        assert grid[key] == decode_explorer._simulate(chip, *key), key
+
+
+def test_explorer_moves_read_the_grid_without_simulating(monkeypatch):
+    e = DecodeExplorer(batch=4, context=2048, group=8, splits=0, version="v4")
+    assert e.grid_used
+    monkeypatch.setattr(decode_explorer, "_simulate", lambda *a: pytest.fail(f"simulated {a} live"))
+    for kw in (dict(batch=64, splits=12), dict(context=8192), dict(splits=8),
+               dict(version="v5"), dict(group=1, version="v4", splits=16), dict(batch=1, splits=0)):
+        e.set(**kw)
+        assert (e.error is None) == (e.result is not None)
+    assert e.result[2] > 1                                  # batch 1: CANN's rule splits S2
+
+
+def test_a_stale_grid_is_ignored(monkeypatch):
+    """A grid whose probe positions differ from a live run (the cost model changed) is not used."""
+    grid = dict(decode_explorer._load_grid())
+    probe = decode_explorer._position_key(decode_explorer.GRID_CHIP, *decode_explorer._PROBES[0])
+    t, floor, pieces = grid[probe]
+    grid[probe] = (t * 1.01, floor, pieces)
+    monkeypatch.setattr(decode_explorer, "_load_grid", lambda: grid)
+    e = DecodeExplorer(batch=1, context=256, group=2)
+    assert not e.grid_used
+    r = decode_attention((1, 16, 128), ((1, 256, 8, 128), np.float16), None, [256], version="v4", timing_only=True)
+    assert e.result == (r.timeline.total_us, r.roofline_us, r.tiling.splits)
+
+
+def test_other_chips_simulate_live():
+    e = DecodeExplorer(batch=1, context=256, group=1, chip="ascend-310p3")
+    assert not e.grid_used and e.result is not None
+
+
+def test_sliders_offer_only_grid_positions():
+    with pytest.raises(ValueError):
+        DecodeExplorer(batch=3)
+    with pytest.raises(ValueError):
+        DecodeExplorer(splits=5)
+    with pytest.raises(ValueError):
+        DecodeExplorer(chip="ascend-999")
+
+
+# ---- the KV-cache calculator's model picker --------------------------------------------------------
+def test_calculator_picks_every_model_and_shows_the_library_figures():
+    e = KvCalculatorExplorer(model="Llama-3-70B", context=8192, batch=16)
+    assert list(e.model.options) == list(MODEL_CONFIGS)
+    for name in MODEL_CONFIGS:
+        e.set(model=name, kv_dtype="int8", weights_dtype="fp8")
+        want = kv_memory_table(name, context_len=8192, batch=16, dtypes=["int8"], weights_dtype="fp8")
+        assert e.table.equals(want) and e.error is None
+        assert f"{int(want.bytes_per_token.iloc[0]):,} B per token" in e.status.value
+        assert e.figure.data[0].y[1] == round(want.batch_gb.iloc[0], 3)
+        assert e.figure.data[1].y[0] == round(want.weights_gb.iloc[0], 3)
+    e.set(model="DeepSeek-V3")
+    assert "MLA" in e.status.value
+    e.set(model="Llama-3-70B", kv_dtype="fp16", weights_dtype="bf16", batch=1)
+    assert e.table.bytes_per_sequence.iloc[0] == 8192 * 327680
+
+
+def test_calculator_refuses_values_off_its_controls():
+    for kw in (dict(model="GPT-5"), dict(context=1000), dict(batch=3), dict(kv_dtype="int4"), dict(weights_dtype="fp64")):
+        with pytest.raises(ValueError):
+            KvCalculatorExplorer(**kw)
+    e = KvCalculatorExplorer()
+    with pytest.raises((ValueError, AttributeError)):
+        e.set(model="llama")

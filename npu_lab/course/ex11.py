@@ -12,7 +12,8 @@ sum, the rescaled accumulator, the division at the end; everything else (copies,
 the Q·K scores, P·V) is given. The check compares with ``decode_attention_reference`` on one-chunk
 cases, cases whose largest score is in the first chunk and cases where it moves to a later chunk,
 and names the slip the wrong outputs match (no correction factor, l or acc not rescaled, no
-division). Not yet exercises: the append kernel from a skeleton, placing the FlashDecode combine.
+division). The other kernel exercises of the notebook: 11.append (npu_lab/course/ex11_append.py)
+and 11.combine (npu_lab/course/ex11_combine.py).
 """
 
 from __future__ import annotations

@@ -66,3 +66,8 @@ __all__ = ["CopyCost", "CopyCostExplorer", "copy_cost", "copy_cost_curve", "MOE_
 from .sparse import SparseKvExplorer  # noqa: E402
 
 __all__ += ["SparseKvExplorer"]
+
+# notebook 11 (issue 18): the KV-cache calculator's model picker
+from .kv_calculator import KvCalculatorExplorer  # noqa: E402
+
+__all__ += ["KvCalculatorExplorer"]
