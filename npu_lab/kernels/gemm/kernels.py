@@ -63,7 +63,9 @@ def fixpipe_quant(acc_dtype: np.dtype, out_dtype: np.dtype) -> str:
     """Fixpipe's quantPre for an L0C ``acc_dtype`` written to GM as ``out_dtype``."""
     if acc_dtype == out_dtype:
         return QuantMode_t.NoQuant
-    return QuantMode_t.F322F16 if acc_dtype == np.float32 else QuantMode_t.DEQF16
+    if acc_dtype == np.float32:      # uint16 out = bfloat16 bits
+        return QuantMode_t.F322BF16 if out_dtype == np.uint16 else QuantMode_t.F322F16
+    return QuantMode_t.DEQF16
 
 
 def load_a_l0a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None:

@@ -10,7 +10,8 @@ from ...lang import GlobalTensor, launch
 from ...presets import get_preset
 from ...sim.cube_costs import cube_peak_tflops, cube_roofline_us, hbm_roofline_us
 from .kernels import gemm_naive_kernel, gemm_tiled_kernel
-from .reference import _check, gemm_out_dtype
+from ...lang import float_to_bfloat16
+from .reference import BF16_NAMES, _check, gemm_dtype, gemm_out_dtype
 from .tiling import GemmTiling, gemm_tiling
 
 #: version -> (kernel, what it teaches)
@@ -39,8 +40,11 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
          inputs_in_l2: bool = False, **tiling_kw):
     """C = A · B on the cube cores of ``hw``; returns ``(C, timeline)`` (C is None when timing-only).
 
-    ``A`` [M, K] and ``B`` [K, N]: float16, float32 or int8 arrays (in a timing-only run, ``A`` may be
-    the shape ``(M, K)`` and ``B`` ``(K, N)`` with ``dtype=`` in ``tiling_kw``). ``version``: v1..v4
+    ``A`` [M, K] and ``B`` [K, N]: float16, float32 or int8 arrays, or bfloat16 as uint16 bits
+    (:func:`npu_lab.lang.float_to_bfloat16`); ``dtype="bfloat16"`` with float arrays rounds them to
+    bfloat16 first (nearest even). A bfloat16 GEMM returns bfloat16 bits (uint16; read them with
+    ``bfloat16_to_float``), or float32 with ``out_dtype=np.float32``. In a timing-only run, ``A`` may
+    be the shape ``(M, K)`` and ``B`` ``(K, N)`` with ``dtype=`` in ``tiling_kw``. ``version``: v1..v4
     (:data:`GEMM_VERSIONS`). ``tiling``: a :class:`GemmTiling` (default :func:`gemm_tiling` of the
     version; ``base=``, ``k_split=``, ``step_k=`` pass through). ``atomic`` (v4): SetAtomicAdd for
     the K-split (False shows the overwritten partial sums). C starts zeroed (the host clears it; not
@@ -57,9 +61,20 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
         (M, K), (K2, N) = A, B
         if K != K2:
             raise ValueError(f"inner dimensions differ: A {A}, B {B}")
-        dtype = np.dtype(dtype or np.float16)
+        dtype = gemm_dtype(np.float16 if dtype is None else dtype)
         gemm_out_dtype(dtype)
     else:
+        if isinstance(dtype, str) and dtype in BF16_NAMES:
+            A, B = np.asarray(A), np.asarray(B)
+            for name, x in (("A", A), ("B", B)):
+                if x.dtype != np.uint16 and not np.issubdtype(x.dtype, np.floating):
+                    raise TypeError(f"dtype='bfloat16': {name} must be float (rounded to bfloat16 here) or uint16 "
+                                    f"bfloat16 bits, got {x.dtype}")
+            A = A if A.dtype == np.uint16 else float_to_bfloat16(A)
+            B = B if B.dtype == np.uint16 else float_to_bfloat16(B)
+        elif dtype is not None and np.asarray(A).dtype != gemm_dtype(dtype):
+            raise TypeError(f"dtype={dtype!r} but A is {np.asarray(A).dtype}: dtype= names the inputs' type of a "
+                            "timing-only run (or 'bfloat16' to round float inputs); cast A and B instead")
         A, B = _check(A, B)
         (M, K), N = A.shape, B.shape[1]
         dtype = A.dtype
@@ -72,8 +87,10 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
         raise TypeError(f"pass either tiling= or tiling options ({sorted(tiling_kw)}), not both")
     if (tiling.M, tiling.N, tiling.Ka) != (M, N, K):
         raise ValueError(f"the tiling is for {tiling.M}x{tiling.N}x{tiling.Ka}, the matrices are {M}x{N}x{K}")
-    if tiling.kSplit > 1 and atomic and out == np.float16 and version == "v4":
-        pass    # half atomic add exists (SetAtomicAdd.md); its rounding per partial sum is the price
+    if tiling.kSplit > 1 and atomic and out == np.uint16:
+        raise TypeError("a bfloat16 K-split adds its partial sums into GM with SetAtomicAdd<bfloat16_t>: the A2 has it "
+                        "(原子操作/SetAtomicAdd.md) but the model's atomic add does not take bfloat16 bits; pass "
+                        "out_dtype=np.float32 (float partial sums, SetAtomicAdd<float>) or k_split=1")
     a, b = _operands(A, B, M, N, K, dtype, timing_only)
     if inputs_in_l2:
         if l2 is not None:
@@ -93,7 +110,8 @@ def gemm_roofline(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | s
     """The chip's bounds for one GEMM: cube time at the published rate (all cube cores), HBM time
     for the minimum traffic (A, B read once, C written once), and which one binds."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
-    size = np.dtype(dtype).itemsize
+    dtype = gemm_dtype(dtype)
+    size = dtype.itemsize
     out = gemm_out_dtype(dtype).itemsize
     min_bytes = (M * K + K * N) * size + M * N * out
     cube = cube_roofline_us(hw, M, N, K, dtype)
