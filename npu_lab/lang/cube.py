@@ -653,7 +653,7 @@ class CubeOps(CrossCoreOps):
             bad = ~np.isfinite(f) | ((f != 0) & (np.abs(f) < np.finfo(np.float32).tiny))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                self._rule_at(f"Fixpipe cbufWorkspace '{ws.name}' word {i} holds {f[i]!r}: quant scales must not be "
+                self._rule_at(f"Fixpipe cbufWorkspace '{ws.name}' word {i} holds {float(f[i])}: quant scales must not be "
                               "inf/nan or subnormal (量化和ReLU参数不能为inf/nan和非规格化数); did the words reach L1 "
                               "before Fixpipe, and were they made by deq_scale_uint64?", FIXPIPE_PAGE)
 

@@ -10,7 +10,7 @@ from ...lang import GlobalTensor, launch
 from ...presets import get_preset
 from ...sim.cube_costs import cube_peak_tflops, cube_roofline_us, hbm_roofline_us
 from .kernels import gemm_naive_kernel, gemm_tiled_kernel
-from ...lang import float_to_bfloat16
+from ...lang import deq_scale_uint64, float_to_bfloat16
 from .reference import BF16_NAMES, _check, gemm_dtype, gemm_out_dtype
 from .tiling import GemmTiling, gemm_tiling
 
@@ -37,7 +37,7 @@ def _operands(A, B, M, N, K, dtype, timing_only):
 
 def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", out_dtype=None,
          tiling: GemmTiling | None = None, atomic: bool = True, timing_only: bool = False, l2=None,
-         inputs_in_l2: bool = False, **tiling_kw):
+         inputs_in_l2: bool = False, deq_scale=None, **tiling_kw):
     """C = A · B on the cube cores of ``hw``; returns ``(C, timeline)`` (C is None when timing-only).
 
     ``A`` [M, K] and ``B`` [K, N]: float16, float32 or int8 arrays, or bfloat16 as uint16 bits
@@ -52,7 +52,13 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     ``l2``: an :class:`~npu_lab.sim.l2.L2Cache` (A and B resident in it are read from L2);
     ``inputs_in_l2=True``: A and B were just written by earlier kernels and sit in a fresh L2, so
     every (re-)read of them is an L2 hit (the L2 model has no within-launch reuse yet: without
-    this, a tile read again by another core or another N tile comes from HBM)."""
+    this, a tile read again by another core or another N tile comes from HBM).
+
+    ``deq_scale`` (int8 inputs, v2..v4): dequantise int32 -> half in Fixpipe — a float is one
+    scale for all of C (quantPre DEQF16, ``deqScalar``); a 1-D array of N floats one per column
+    (VDEQF16: the words :func:`~npu_lab.lang.deq_scale_uint64` makes, copied GM -> L1 and handed to
+    Fixpipe as its cbufWorkspace). C is then float16: ``C[m, n] = half(float(C_int32[m, n]) * s[n])``
+    with s[n] cut to the (1, 8, 10) format the hardware multiplies by (随路量化.md)."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
     if version not in GEMM_VERSIONS:
         raise ValueError(f"version must be one of {', '.join(GEMM_VERSIONS)}, got {version!r}")
@@ -78,6 +84,9 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
         A, B = _check(A, B)
         (M, K), N = A.shape, B.shape[1]
         dtype = A.dtype
+    deq = None
+    if deq_scale is not None:
+        deq, out_dtype = _deq_operand(deq_scale, dtype, out_dtype, version, N, timing_only)
     out = gemm_out_dtype(dtype, out_dtype)
     if tiling is None:
         tiling = gemm_tiling(M, N, K, dtype, hw, version=version, **tiling_kw)
@@ -101,9 +110,33 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     c = GlobalTensor.empty(M * N, out, "C", timing_only=timing_only)
     kernel = GEMM_VERSIONS[version][0]
     use_atomic = bool(atomic) and tiling.kSplit > 1
-    tl = launch(kernel, tiling.usedCoreNum, a, b, c, use_atomic, tiling.pack(), hw=hw, timing_only=timing_only,
-                name=f"gemm_{version}", l2=l2)
+    args = (a, b, c, use_atomic, tiling.pack()) + (() if deq is None else (deq,))
+    tl = launch(kernel, tiling.usedCoreNum, *args, hw=hw, timing_only=timing_only, name=f"gemm_{version}", l2=l2)
     return (None if timing_only else c.data.reshape(M, N).copy()), tl
+
+
+def _deq_operand(deq_scale, dtype, out_dtype, version, N, timing_only):
+    """(the kernel's ``deq`` argument, the output dtype) for ``gemm(..., deq_scale=...)``."""
+    if dtype != np.int8:
+        raise TypeError(f"deq_scale dequantises an int8 GEMM's int32 accumulators in Fixpipe ((V)DEQF16: int32_t -> "
+                        f"half); the inputs are {dtype.name}")
+    if version == "v1":
+        raise ValueError("deq_scale needs a tiled version (v2, v3, v4): the naive kernel v1 writes int32")
+    if out_dtype is not None and np.dtype(out_dtype) != np.float16:
+        raise TypeError(f"(V)DEQF16 writes half; out_dtype must be float16 (or None), got {np.dtype(out_dtype).name}")
+    if np.ndim(deq_scale) == 0:
+        if isinstance(deq_scale, bool) or not isinstance(deq_scale, (int, float, np.integer, np.floating)):
+            raise TypeError(f"deq_scale must be a float (per tensor) or N floats (per channel), got {deq_scale!r}")
+        deq_scale_uint64(np.array([deq_scale], np.float64))        # finite, normal: checked once
+        return float(deq_scale), np.float16
+    s = np.asarray(deq_scale)
+    if s.shape != (N,):
+        raise ValueError(f"per-channel deq_scale must have one scale per column of C: shape ({N},), got {s.shape}")
+    words = np.zeros(-(-N // 4) * 4, np.uint64)                    # whole 32-B units for the GM -> L1 copy
+    words[:N] = deq_scale_uint64(s)
+    if timing_only:
+        return GlobalTensor.empty(words.size, np.uint64, "deq", timing_only=True), np.float16
+    return GlobalTensor.from_array(words, "deq"), np.float16
 
 
 def gemm_roofline(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2") -> dict:
