@@ -89,6 +89,8 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
         deq, out_dtype = _deq_operand(deq_scale, dtype, out_dtype, version, N, timing_only)
     out = gemm_out_dtype(dtype, out_dtype)
     if tiling is None:
+        if deq is not None and not isinstance(deq, float):
+            tiling_kw["per_channel_dequant"] = True          # L1 keeps room for the quant words
         tiling = gemm_tiling(M, N, K, dtype, hw, version=version, **tiling_kw)
     elif not isinstance(tiling, GemmTiling):
         raise TypeError(f"tiling must be a GemmTiling (from gemm_tiling), got {type(tiling).__name__}")

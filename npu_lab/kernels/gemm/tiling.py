@@ -130,7 +130,8 @@ def l1_l0_bytes(t: GemmTiling, dtype) -> dict[str, int]:
 
 
 def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2", *,
-                version: str = "v3", base=None, k_split: int | None = None, step_k: int | None = None) -> GemmTiling:
+                version: str = "v3", base=None, k_split: int | None = None, step_k: int | None = None,
+                per_channel_dequant: bool = False) -> GemmTiling:
     """The tiling of one GEMM version (see the module docstring).
 
     * base tiles ``base=(baseM, baseN, baseK)``: default 128 x 128 x 64 (half; K scaled to 32 B
@@ -140,7 +141,9 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
     * ``kSplit`` (v4 only): default enough K-split tasks to fill the cores when M x N alone
       cannot, with singleCoreK a multiple of the L1 panel;
     * the L1 panel (``stepKa`` base K tiles, default: the largest that fits L1 with its buffers,
-      at most singleCoreK): if it covers singleCoreK the A panel is reused across N (``isReuseA``).
+      at most singleCoreK): if it covers singleCoreK the A panel is reused across N (``isReuseA``);
+    * ``per_channel_dequant``: L1 also holds a task's uint64 quant words (singleCoreN rounded up to
+      4, 8 B each: the VDEQF16 Fixpipe's cbufWorkspace), so the panels get that much less of L1.
     """
     hw = get_preset(hw) if isinstance(hw, str) else hw
     for name, v in (("M", M), ("N", N), ("K", K)):
@@ -174,9 +177,12 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
     else:
         single_n = _round(_ceil(N, max(1, cores // m_tiles)), bn)
     n_tiles = _ceil(N, single_n)
+    if not isinstance(per_channel_dequant, (bool, np.bool_)):
+        raise TypeError(f"per_channel_dequant must be True or False, got {per_channel_dequant!r}")
+    reserved = _round(single_n, 4) * 8 if per_channel_dequant else 0
     # the L1 panel: the largest number of base K tiles that fits L1 with its buffers
     per_k = nbuf * (bm + bn) * size
-    max_step = max(1, hw.l1_bytes // (per_k * bk))
+    max_step = max(1, (hw.l1_bytes - reserved) // (per_k * bk))
     if version == "v4":
         if k_split is None:
             free = max(1, cores // (m_tiles * n_tiles))
@@ -204,7 +210,7 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
                    baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf * step, depthB1=nbuf * step, dbL0A=db["A"], dbL0B=db["B"],
                    dbL0C=db["C"], usedCoreNum=balanced_block_dim(m_tiles * n_tiles * k_split, cores), kSplit=k_split,
                    isReuseA=int(not naive and step * bk >= single_k), isNaive=int(naive))
-    check_tiling(t, dtype, hw)
+    check_tiling(t, dtype, hw, reserved)
     return t
 
 
@@ -221,9 +227,10 @@ def balanced_block_dim(tasks: int, cores: int) -> int:
     return _ceil(tasks, waves)
 
 
-def check_tiling(t: GemmTiling, dtype, hw: HardwareSpec) -> None:
-    """Raise a ValueError naming each buffer the tiling overflows (and the fix)."""
-    caps = {"L1": hw.l1_bytes, "L0A": hw.l0a_bytes, "L0B": hw.l0b_bytes, "L0C": hw.l0c_bytes}
+def check_tiling(t: GemmTiling, dtype, hw: HardwareSpec, l1_reserved_bytes: int = 0) -> None:
+    """Raise a ValueError naming each buffer the tiling overflows (and the fix); L1 less
+    ``l1_reserved_bytes`` (the quant words of a per-channel dequantisation)."""
+    caps = {"L1": hw.l1_bytes - l1_reserved_bytes, "L0A": hw.l0a_bytes, "L0B": hw.l0b_bytes, "L0C": hw.l0c_bytes}
     need = l1_l0_bytes(t, dtype)
     over = [f"{b}: {need[b]:,} B > {caps[b]:,} B" for b in caps if need[b] > caps[b]]
     if over:
