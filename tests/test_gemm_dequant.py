@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from npu_lab import get_preset
 from npu_lab.kernels.gemm import gemm, gemm_reference, gemm_tiling
 from npu_lab.lang import deq_scale_float, deq_scale_uint64
+from npu_lab.sim.cube_costs import fixpipe_fb_copy_cycles
 
 COLUMNS = ["launch", "core", "block", "pipe", "name", "start_us", "end_us", "bytes", "elements", "source"]
 
@@ -72,8 +73,8 @@ def test_per_channel_costs_its_quant_word_copies_on_fix():
     assert bc["FIX"] > bt["FIX"] and bc["M"] == bt["M"]
     assert per_channel.total_us >= per_tensor.total_us
     names = set(per_channel.events()["name"])
-    assert any(n.startswith("copy_cbuf_to_fbuf") for n in names)
-    assert not any(n.startswith("copy_cbuf_to_fbuf") for n in set(per_tensor.events()["name"]))
+    assert any("quant words L1->FB" in n for n in names)
+    assert not any("quant words" in n for n in set(per_tensor.events()["name"]))
 
 
 def test_more_than_256_columns_go_through_the_fixpipe_buffer_in_chunks_of_128():
@@ -82,9 +83,16 @@ def test_more_than_256_columns_go_through_the_fixpipe_buffer_in_chunks_of_128():
     one_core = get_preset("ascend-910b2").replace(cube_cores=1, provenance_note="one cube core")
     _, tl = gemm(A, B, deq_scale=s, base=(16, 288, 64), hw=one_core)    # an N tile of 288 columns
     ev = tl.events()
-    copies = ev[ev["name"].str.startswith("copy_cbuf_to_fbuf")]
-    assert list(copies["name"])[:3] == ["copy_cbuf_to_fbuf 1024 B (quant words)"] * 2 + \
-        ["copy_cbuf_to_fbuf 256 B (quant words)"]
+    fix = ev[ev["name"].str.contains("VDEQF16")]
+    assert set(fix["name"]) == {"Fixpipe L0C->GM 16x288 VDEQF16 (quant words L1->FB: 1024 + 1024 + 256 B)",
+                                "Fixpipe L0C->GM 16x12 VDEQF16 (quant words L1->FB: 128 B)"}
+    # each chunk pays its copy (a Fixpipe head + the bytes at 128 B/cycle, assumed) and its own move
+    hw = one_core
+    big = fix[fix["name"].str.contains("16x288")].iloc[0]
+    small = fix[fix["name"].str.contains("16x12 ")].iloc[0]
+    copies = sum(fixpipe_fb_copy_cycles(hw, b) for b in (1024, 1024, 256))
+    assert (big.end_us - big.start_us) * hw.clock_ghz * 1e3 >= copies + 3 * hw.fixpipe_head_cycles - 1
+    assert big.end_us - big.start_us > (small.end_us - small.start_us) * 3
 
 
 def test_the_scale_is_cut_to_ten_mantissa_bits():

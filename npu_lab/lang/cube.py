@@ -48,7 +48,8 @@ L1 (:func:`~npu_lab.lang.cube_params.deq_scale_uint64`). What the library does i
 (impl/basic_api/dav_c220/kernel_operator_fixpipe_v2_impl.h): the columns in chunks of 256 (128
 when nSize > 256), each chunk's words copied L1 -> Fixpipe buffer (copy_cbuf_to_fbuf, in 128-B
 units), a PipeBarrier<PIPE_FIX>, then that chunk's L0C -> GM move. Modelled: the same chunks on
-pipe FIX, each an L1 -> FB copy (``fixpipe_fb_bytes_per_cycle``, assumed) then its move.
+pipe FIX, each an L1 -> FB copy (:func:`~npu_lab.sim.cube_costs.fixpipe_fb_copy_cycles`, assumed)
+then its move, as one FIX event of their summed cost (one Ascend C call).
 """
 
 from __future__ import annotations
@@ -589,17 +590,19 @@ class CubeOps(CrossCoreOps):
                        reads=((src, lo, lo + src_need * src.dtype.itemsize),), nbytes=gm_bytes, elements=m * n)
         else:
             # the library's chunks (GenFixpipeTilingV220): each an L1 -> FB copy of its words
-            # (128-B units), PipeBarrier<PIPE_FIX>, then that chunk's columns L0C -> GM
-            for c0, cn in _deq_chunks(n):
-                fb_bytes = round_up(cn * 8, 128)
-                w_lo = workspace.byte_offset + c0 * 8
-                self._exec("FIX", f"copy_cbuf_to_fbuf {fb_bytes} B (quant words)", fixpipe_fb_copy_cycles(self.hw, fb_bytes),
-                           reads=((workspace, w_lo, min(w_lo + fb_bytes, workspace.byte_offset + workspace.nbytes)),),
-                           nbytes=fb_bytes, elements=cn)
-                cost = fixpipe_cycles(self.hw, m * cn, m * cn * size, cn * size, m, p.dst_stride * size, bpc)
-                self._exec("FIX", f"Fixpipe L0C->GM {m}x{cn} {p.quant_pre}{op}", cost,
-                           reads=((src, lo, lo + src_need * src.dtype.itemsize),), nbytes=m * cn * size,
-                           elements=m * cn)
+            # (128-B units), PipeBarrier<PIPE_FIX>, then that chunk's columns L0C -> GM — all on FIX,
+            # one after another, so one event of their summed cost (one Ascend C call)
+            chunks = _deq_chunks(n)
+            fb_bytes = [round_up(cn * 8, 128) for _, cn in chunks]
+            cost = sum(fixpipe_fb_copy_cycles(self.hw, fb)
+                       + fixpipe_cycles(self.hw, m * cn, m * cn * size, cn * size, m, p.dst_stride * size, bpc)
+                       for (_, cn), fb in zip(chunks, fb_bytes))
+            w_lo = workspace.byte_offset
+            w_hi = min(w_lo + chunks[-1][0] * 8 + fb_bytes[-1], workspace.region.nbytes)
+            self._exec("FIX", f"Fixpipe L0C->GM {m}x{n} {p.quant_pre}{op} (quant words L1->FB: "
+                       f"{' + '.join(str(fb) for fb in fb_bytes)} B)", cost,
+                       reads=((src, lo, lo + src_need * src.dtype.itemsize), (workspace, w_lo, w_hi)),
+                       nbytes=gm_bytes, elements=m * n)
         self.core.hbm_write_bytes += gm_bytes
         if self.timing_only:
             return

@@ -299,11 +299,11 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
             ctx.fixpipe(c_gm[row * N + col], c, params)
         else:
             ctx.fixpipe(c_gm[row * N + col], c, deq_l1[nb], params)
-            if i + 1 < len(work) and work[i + 1][0] != task:
-                ctx.set_flag(HardEvent.FIX_MTE2, 0)       # the next task may overwrite the words
         qc.free_tensor(c)
         if reuse and (i + 1 == len(work) or work[i + 1][:2] != (task, mb)):
             qa1.free_tensor(a1)                      # the row's last N tile: its A panel is done
             a1 = None
+        if deq_l1 is not None and i + 1 < len(work) and work[i + 1][0] != task:
+            ctx.set_flag(HardEvent.FIX_MTE2, 0)      # the task's Fixpipes are issued: the next task may refill
     if atomic:
         ctx.disable_dma_atomic()
