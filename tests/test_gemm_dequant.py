@@ -63,15 +63,19 @@ def test_dequant_timing_only_equals_full(shape):
 
 def test_per_channel_costs_its_quant_word_copies_on_fix():
     """VDEQF16 adds, per Fixpipe, an L1 -> FB copy of its words (and per task a GM -> L1 copy of
-    them): the per-channel run takes at least as long as the per-tensor one, and its FIX pipe is
-    busier; the int32 product is the same, so M is equally busy."""
+    them): with the same tiling the per-channel run takes at least as long as the per-tensor one, and
+    its FIX pipe is busier; the int32 product is the same, so M is equally busy. The reserve of L1
+    for the words may shorten the panel, never below a whole 256-B row (Nd2Nz's efficient size)."""
     M, K, N = 256, 1024, 1024
     A, B, s = _int8(M, K, N, 2)
-    _, per_tensor = gemm((M, K), (K, N), timing_only=True, dtype=np.int8, deq_scale=float(s[0]))
-    _, per_channel = gemm((M, K), (K, N), timing_only=True, dtype=np.int8, deq_scale=s)
+    t = gemm_tiling(M, N, K, np.int8, per_channel_dequant=True)      # the same tiling for both
+    _, per_tensor = gemm((M, K), (K, N), timing_only=True, dtype=np.int8, deq_scale=float(s[0]), tiling=t)
+    _, per_channel = gemm((M, K), (K, N), timing_only=True, dtype=np.int8, deq_scale=s, tiling=t)
     bt, bc = per_tensor.busy_us_by_pipe(), per_channel.busy_us_by_pipe()
     assert bc["FIX"] > bt["FIX"] and bc["M"] == bt["M"]
     assert per_channel.total_us >= per_tensor.total_us
+    assert gemm_tiling(4096, 4096, 4096, np.int8).stepKa == 8
+    assert gemm_tiling(4096, 4096, 4096, np.int8, per_channel_dequant=True).stepKa == 6     # 768 B rows, not 896
     names = set(per_channel.events()["name"])
     assert any("quant words L1->FB" in n for n in names)
     assert not any("quant words" in n for n in set(per_tensor.events()["name"]))

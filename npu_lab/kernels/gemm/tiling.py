@@ -28,7 +28,7 @@ import numpy as np
 from ...hardware import HardwareSpec
 from ...lang.tiling_struct import Int32Struct
 from ...presets import get_preset
-from ...sim.cube_costs import k0_of
+from ...sim.cube_costs import ND2NZ_EFFICIENT_ALIGN_BYTES, k0_of
 
 
 def _ceil(a: int, b: int) -> int:
@@ -203,6 +203,14 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
         step = int(step_k)
     else:
         step = min(max_step, _ceil(single_k, bk))
+        if reserved:
+            # the reserve may cost one base K tile of the panel: keep the panel's rows whole 256-B units
+            # where the full-L1 step had them (else every Nd2Nz row is its own burst: nd2nz_bursts)
+            full = min(max(1, hw.l1_bytes // (per_k * bk)), _ceil(single_k, bk))
+            unit = ND2NZ_EFFICIENT_ALIGN_BYTES
+            if step < full and (full * bk * size) % unit == 0:
+                aligned = [q for q in range(step, 0, -1) if (q * bk * size) % unit == 0]
+                step = aligned[0] if aligned else step
     # two L0 buffers where they fit (double buffering), else one (what Matmul's tiling does with dbL0C)
     db = {name: nbuf if nbuf * need <= cap else 1 for name, need, cap in (
         ("A", bm * bk * size, hw.l0a_bytes), ("B", bk * bn * size, hw.l0b_bytes), ("C", bm * bn * 4, hw.l0c_bytes))}
