@@ -390,8 +390,9 @@ class CubeOps(CrossCoreOps):
 
     def mmad(self, dst, fm, filter, mmad_params: MmadParams) -> None:      # noqa: A002 (Ascend C's name)
         """``Mmad(dst, fm, filter, MmadParams)``: C[m, n] (+)= A[m, k] · B[k, n] on pipe M; A in L0A
-        (ZZ), B in L0B (ZN), C in L0C (NZ); half x half -> float, float x float -> float, int8 x int8
-        -> int32 (the A2's table; the 310P AI Core has int8/uint8 and half -> half or float). Rules:
+        (ZZ), B in L0B (ZN), C in L0C (NZ); half x half -> float, bfloat16 x bfloat16 -> float (uint16
+        bits, widened exactly), float x float -> float, int8 x int8 -> int32 (the A2's table 表7; the
+        310P AI Core has int8/uint8 and half -> half or float, no bfloat16: 表9). Rules:
         MMAD_PAGE; K alignment: KALIGN_PAGE; cost: npu_lab.sim.cube_costs.mmad_cycles."""
         p = mmad_params
         if not isinstance(p, MmadParams):
