@@ -413,6 +413,18 @@ def bench_gemm() -> None:
     row("512^3 v3 full run (numerics + timeline)", full * 1e3, "ms")
     row("512^3 numpy matmul (float32)", ref * 1e3, "ms")
     row("full run / numpy matmul", full / ref, "x")
+    # issue 17 §1 / §4 (cube17): bfloat16 (uint16 bits) and int8 dequantised per channel in Fixpipe (VDEQF16)
+    deq = rng.uniform(1e-3, 1e-2, 4096)
+    for label, kw in (("bf16", dict(dtype="bfloat16")), ("int8 VDEQF16", dict(dtype=np.int8, deq_scale=deq))):
+        run = lambda: gemm((4096, 4096), (4096, 4096), version="v3", timing_only=True, **kw)  # noqa: E731
+        _, tl = run()
+        row(f"4096^3 v3 {label} timing-only wall time", median_seconds(run, repeats=3) * 1e3, "ms",
+            f"model {tl.total_us:.0f} us")
+    a8, b8 = (rng.integers(-127, 128, (512, 512)).astype(np.int8) for _ in range(2))
+    row("512^3 v3 bf16 full run", median_seconds(lambda: gemm(a, b, version="v3", dtype="bfloat16"), repeats=3) * 1e3,
+        "ms", "inputs rounded to bfloat16 on the host")
+    row("512^3 v3 int8 VDEQF16 full run", median_seconds(lambda: gemm(a8, b8, version="v3", deq_scale=deq[:512]),
+                                                         repeats=3) * 1e3, "ms")
     from npu_lab.course.explorers.gemm import GemmExplorer
     explorer = GemmExplorer()
     moves = [dict(M=2048), dict(N=2048), dict(K=4096), dict(version="v2"), dict(M=4096, N=4096), dict(base=(256, 128, 64)),

@@ -170,7 +170,7 @@ def test_the_tiling_refuses_what_does_not_fit():
 def test_bad_inputs_say_what_is_wrong():
     with pytest.raises(ValueError, match="inner dimensions"):
         gemm(np.zeros((4, 5), np.float16), np.zeros((6, 4), np.float16))
-    with pytest.raises(TypeError, match="float16, float32 or int8"):
+    with pytest.raises(TypeError, match="float16, float32, int8 or bfloat16"):
         gemm(np.zeros((4, 5), np.float64), np.zeros((5, 4), np.float64))
     with pytest.raises(TypeError, match="same dtype"):
         gemm(np.zeros((4, 5), np.float16), np.zeros((5, 4), np.float32))

@@ -20,7 +20,8 @@ import pytest
 
 from npu_lab import GlobalTensor, SimulationError, UbOverflowError, launch
 from npu_lab.lang import (AscendCRuleError, CapabilityError, FixpipeParamsV220, LoadData2DParams, MmadParams,
-                          Nd2NzParams, QuantMode_t, QueueError, RaceError, TBuf, TQue, npu_kernel)
+                          Nd2NzParams, QuantMode_t, QueueError, RaceError, TBuf, TQue, deq_scale_float, deq_scale_uint64,
+                          float_to_bfloat16, npu_kernel)
 from npu_lab.lang.memory import TPosition
 
 B910, P310 = "ascend-910b2", "ascend-310p3"
@@ -243,6 +244,121 @@ def k_cube_event_on_aiv(ctx):
     ctx.set_flag("MTE2_MTE1", 0)                   # an AIV has no MTE1
 
 
+# ---- int8 x int8 -> int32, dequantised per channel in Fixpipe (VDEQF16), and bfloat16 -----------------
+I8_A = RNG.integers(-127, 128, (M, K)).astype(np.int8)
+I8_BT = RNG.integers(-127, 128, (N, K)).astype(np.int8)           # Bᵀ [N, K]: int8 has no LoadData transpose
+I8_SCALES = RNG.uniform(1e-3, 1e-2, N)
+
+
+def int8_matmul(ctx, *, quant=QuantMode_t.VDEQF16, ws="ok", words=N, ws_dtype=np.uint64, ws_pos=TPosition.C1,
+                fill=True, l0c_dtype=np.int32):
+    """32 x 32 x 32 int8 matmul whose int32 L0C leaves by Fixpipe(dst, src, cbufWorkspace, params)
+    with one quant word per column (随路量化.md: tensor quantisation); each keyword breaks one thing."""
+    a1b, b1b, a2b, b2b, cb, qb = (TBuf(TPosition.A1), TBuf(TPosition.B1), TBuf(TPosition.A2), TBuf(TPosition.B2),
+                                  TBuf(TPosition.CO1), TBuf(ws_pos))
+    for b, n in ((a1b, M * K), (b1b, N * K), (a2b, M * K), (b2b, N * K), (cb, M * N * 4), (qb, max(words, 4) * 8)):
+        ctx.pipe.init_buffer(b, n)
+    a1, b1, a2, b2 = a1b.get(np.int8), b1b.get(np.int8), a2b.get(np.int8), b2b.get(np.int8)
+    c = cb.get(l0c_dtype)
+    ctx.data_copy(a1, GlobalTensor.from_array(I8_A, "a_gm"), Nd2NzParams(1, M, K, 0, K, M, 1, 0))
+    ctx.data_copy(b1, GlobalTensor.from_array(I8_BT, "bt_gm"), Nd2NzParams(1, N, K, 0, K, N, 1, 0))
+    if fill:
+        w = np.zeros(max(words, 4), np.uint64)
+        w[:min(words, N)] = deq_scale_uint64(I8_SCALES)[:words]
+        if ws_dtype != np.uint64:
+            w = w.astype(ws_dtype)
+        ctx.data_copy(qb.get(ws_dtype), GlobalTensor.from_array(w, "deq_gm"), w.size)
+    ctx.set_flag("MTE2_MTE1", 0)
+    ctx.wait_flag("MTE2_MTE1", 0)
+    ctx.set_flag("MTE2_FIX", 0)
+    ctx.wait_flag("MTE2_FIX", 0)
+    ctx.load_data(a2, a1, LoadData2DParams(0, M // 16, 1, 0, 0, False, 0))
+    ctx.load_data(b2, b1, LoadData2DParams(0, N // 16, 1, 0, 0, False, 0))
+    ctx.set_flag("MTE1_M", 0)
+    ctx.wait_flag("MTE1_M", 0)
+    if l0c_dtype == np.int32:
+        ctx.mmad(c, a2, b2, MmadParams(M, N, K, 0, False, True))
+    ctx.set_flag("M_FIX", 0)
+    ctx.wait_flag("M_FIX", 0)
+    out = GlobalTensor.empty(M * N, np.float16, "c_gm")
+    params = FixpipeParamsV220(N, M, M, N, False, quant, 0, 1, 0, 0, 0)
+    if ws is None:
+        ctx.fixpipe(out, c, params)
+    else:
+        ctx.fixpipe(out, c, qb.get(ws_dtype), params)
+    DONE["c8"] = out
+
+
+@cube
+def k_legal_vdeqf16(ctx):
+    int8_matmul(ctx)
+
+
+@cube
+def k_vdeqf16_without_workspace(ctx):
+    int8_matmul(ctx, ws=None)                      # VDEQF16 through the three-argument Fixpipe
+
+
+@cube
+def k_vdeqf16_short_workspace(ctx):
+    int8_matmul(ctx, words=16)                     # 16 words for 32 columns
+
+
+@cube
+def k_vdeqf16_float_workspace(ctx):
+    int8_matmul(ctx, ws_dtype=np.float32)          # the scales as float, not uint64 words
+
+
+@cube
+def k_vdeqf16_workspace_in_l0b(ctx):
+    int8_matmul(ctx, ws_pos=TPosition.B2, fill=False)
+
+
+@cube
+def k_vdeqf16_workspace_never_filled(ctx):
+    int8_matmul(ctx, fill=False)                   # L1 holds leftovers: not a normal float
+
+
+@cube
+def k_vdeqf16_on_float_l0c(ctx):
+    int8_matmul(ctx, l0c_dtype=np.float32)         # a float L0C: (V)DEQF16 dequantises int32
+
+
+@cube
+def k_workspace_with_f322f16(ctx):
+    matmul_ws = TBuf(TPosition.C1)
+    ctx.pipe.init_buffer(matmul_ws, 256)
+    cb = TBuf(TPosition.CO1)
+    ctx.pipe.init_buffer(cb, 16 * 16 * 4)
+    ctx.fixpipe(GlobalTensor.empty(256, np.float16, "c_gm"), cb.get(np.float32), matmul_ws.get(np.uint64),
+                FixpipeParamsV220(16, 16, 16, 16, False, QuantMode_t.F322F16, 0, 1, 0, 0, 0))
+
+
+def _bf16_mmad(ctx, b_dtype=np.uint16):
+    a2, b2, c = TBuf(TPosition.A2), TBuf(TPosition.B2), TBuf(TPosition.CO1)
+    for b in (a2, b2, c):
+        ctx.pipe.init_buffer(b, 2048)
+    ctx.mmad(c.get(np.float32), a2.get(np.uint16), b2.get(b_dtype), MmadParams(16, 16, 16, 0, False, True))
+
+
+@cube
+def k_bf16_mmad_on_310p(ctx):
+    _bf16_mmad(ctx)
+
+
+@cube
+def k_bf16_times_half(ctx):
+    _bf16_mmad(ctx, np.float16)
+
+
+@cube
+def k_bf16_out_with_f322f16(ctx):
+    cb = TBuf(TPosition.CO1)
+    ctx.pipe.init_buffer(cb, 16 * 16 * 4)
+    ctx.fixpipe(GlobalTensor.empty(256, np.uint16, "c_bf16"), cb.get(np.float32),
+                FixpipeParamsV220(16, 16, 16, 16, False, QuantMode_t.F322F16, 0, 1, 0, 0, 0))
+
+
 CATALOGUE = [
     Illegal("cube-event-on-aiv", "a HardEvent names two pipes of this core",
             "docs/zh/api/SIMD-API/基础API/同步控制/核内同步/SetFlag-WaitFlag(ISASI).md", k_cube_event_on_aiv, B910,
@@ -314,7 +430,51 @@ CATALOGUE = [
     Illegal("nd2nz-into-l0a", "DataCopy Nd2Nz lands in L1 (A1/B1)",
             X + "矩阵计算的搬入/DataCopy（GMToL1随路转换-ND2NZ搬运）.md", k_nd2nz_into_l0a, B910, AscendCRuleError,
             r"destination must be in L1.*is in L0A"),
+    Illegal("vdeqf16-no-workspace", "VDEQF16 is tensor quantisation: its scales come from cbufWorkspace",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_vdeqf16_without_workspace, B910, AscendCRuleError,
+            r"quantPre=VDEQF16 is tensor \(per-channel\) quantisation.*Fixpipe\(dst, src, cbufWorkspace, params\)"),
+    Illegal("vdeqf16-short-workspace", "tensor quantisation: one quant word per output column (shape [n])",
+            X + "矩阵搬出关键特性说明/随路量化.md", k_vdeqf16_short_workspace, B910, AscendCRuleError,
+            r"nSize=32 with a cbufWorkspace of 16 words.*量化参数的shape为\[n\]"),
+    Illegal("vdeqf16-workspace-dtype", "cbufWorkspace is LocalTensor<uint64_t> (模板参数S必须为uint64_t类型)",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_vdeqf16_float_workspace, B910, AscendCRuleError,
+            r"cbufWorkspace '\w+' is float32: the quant words are uint64_t.*deq_scale_uint64"),
+    Illegal("vdeqf16-workspace-not-l1", "cbufWorkspace lives in L1 (TPosition C1)",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_vdeqf16_workspace_in_l0b, B910, AscendCRuleError,
+            r"cbufWorkspace '\w+' is in L0B: the quant tensor lives in L1"),
+    Illegal("vdeqf16-garbage-scales", "quant parameters must not be inf/nan or subnormal",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_vdeqf16_workspace_never_filled, B910,
+            AscendCRuleError, r"word 0 holds nan: quant scales must not be inf/nan or subnormal"),
+    Illegal("vdeqf16-on-float-l0c", "(V)DEQF16 dequantises an int32 L0C (int32_t量化成half)",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_vdeqf16_on_float_l0c, B910, AscendCRuleError,
+            r"quantPre=VDEQF16 converts int32->float16, not float32 -> float16.*use quantPre=F322F16"),
+    Illegal("workspace-scalar-mode", "the cbufWorkspace overload is for VDEQF16 / VQF322B8_PRE / VREQ8",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_workspace_with_f322f16, B910, AscendCRuleError,
+            r"cbufWorkspace and quantPre=F322F16.*use the three-argument Fixpipe"),
+    Illegal("bf16-mmad-310p", "the 310P AI Core's Mmad has no bfloat16 (Mmad.md 表9)",
+            X + "Mmad计算/Mmad.md", k_bf16_mmad_on_310p, P310, CapabilityError,
+            r"no bfloat16 \(uint16 bits\) x bfloat16 \(uint16 bits\) -> float32 form.*no bfloat16 Mmad"),
+    Illegal("bf16-times-half", "Mmad multiplies bfloat16 by bfloat16 only (Mmad.md 表7)",
+            X + "Mmad计算/Mmad.md", k_bf16_times_half, B910, CapabilityError,
+            r"no bfloat16 \(uint16 bits\) x float16 -> float32 form.*bfloat16 only"),
+    Illegal("bf16-out-needs-f322bf16", "float L0C -> bfloat16 GM needs quantPre F322BF16",
+            X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md", k_bf16_out_with_f322f16, B910, AscendCRuleError,
+            r"quantPre=F322F16 converts float32->float16, not float32 -> bfloat16 \(uint16 bits\).*use quantPre=F322BF16"),
 ]
+
+
+def test_the_legal_per_channel_dequant_matches_the_hardwares_arithmetic():
+    """VDEQF16: C_int32 exact, then half(float32(C) * M1[n]), M1 the scale cut to (1, 8, 10)
+    (随路量化.md 表1); against float64 dequantisation the only errors are the scale's cut and the
+    half rounding."""
+    launch(k_legal_vdeqf16, 1, hw=B910)
+    got = DONE["c8"].data.reshape(M, N)
+    acc = I8_A.astype(np.int64) @ I8_BT.T.astype(np.int64)
+    m1 = deq_scale_float(deq_scale_uint64(I8_SCALES))
+    np.testing.assert_array_equal(got, (acc.astype(np.float32) * m1).astype(np.float16))
+    exact = acc * I8_SCALES
+    assert np.all(np.abs(got - exact) <= np.abs(exact) * (2.0 ** -10 + 2.0 ** -11) + 1e-7)
+    assert not np.array_equal(m1, I8_SCALES.astype(np.float32))        # the cut is real
 
 
 def test_the_legal_matmul_runs_and_matches_numpy():

@@ -220,6 +220,22 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 (dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=3, version="v4", out_dtype="float32"),
                  dict(M=40, K=300, N=48, base=(32, 32, 32), k_split=2, step_k=1, version="v4", out_dtype="float32")),
                 entry=("gemm_v4",), sync_order=True),
+    # bfloat16 (uint16 bits): tails, two K panels, v2; a K-split with float out; int8 dequantised per channel in
+    # Fixpipe (VDEQF16): 30 tasks on 24 cores (block 0 runs two: the FIX_MTE2 wait), tails, a K-split
+    ListingSpec("gemm_bf16", "gemm/gemm_tiled.cpp", "gemm_bf16",
+                (dict(M=40, K=100, N=48, base=(32, 32, 32), step_k=2, version="v3", dtype="uint16"),
+                 dict(M=40, K=60, N=70, base=(32, 32, 32), version="v2", dtype="uint16"),
+                 dict(M=40, K=128, N=48, base=(32, 32, 32), k_split=2, version="v4", dtype="uint16",
+                      out_dtype="float32")),
+                entry=("gemm_bf16",), sync_order=True),
+    ListingSpec("gemm_int8_deq", "gemm/gemm_tiled.cpp", "gemm_int8_deq",
+                (dict(M=480, K=64, N=48, base=(16, 32, 64), version="v3", dtype="int8", deq_scale=(0.01,) * 48),
+                 dict(M=40, K=300, N=70, base=(32, 32, 64), step_k=2, version="v3", dtype="int8",
+                      deq_scale=(0.01,) * 70),
+                 dict(M=40, K=60, N=70, base=(32, 32, 64), version="v2", dtype="int8", deq_scale=(0.01,) * 70),
+                 dict(M=40, K=256, N=48, base=(32, 32, 64), k_split=2, version="v4", dtype="int8",
+                      deq_scale=(0.02,) * 48)),
+                entry=("gemm_int8_deq",), sync_order=True),
     # decode (issue 18): one core, so one block takes several rows / tasks; float16 takes the Cast
     ListingSpec("decode_append", "decode/append.cpp", "decode_append",
                 (dict(rows=3, kv_heads=4, head_dim=64, heads_per_tile=3, dtype="float16"),

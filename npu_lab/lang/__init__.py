@@ -5,7 +5,8 @@ Python spelling, its C++ signature and its reference page."""
 from .api_map import ASCEND_C_API, api_table
 from .context import HardEvent, KernelContext
 from .debug import KernelAssertionError
-from .cube_params import FixpipeParamsV220, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t
+from .cube_params import (FixpipeParamsV220, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, deq_scale_float,
+                          deq_scale_uint64)
 from .dma import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams
 from .errors import AscendCRuleError, CapabilityError, RaceError, UnmatchedFlagError
 from .launch import launch, npu_kernel
@@ -24,4 +25,5 @@ __all__ = ["ASCEND_C_API", "api_table", "HardEvent", "KernelContext", "DataCopyE
            "BinaryRepeatParams", "CopyRepeatParams", "RoundMode", "UnaryRepeatParams",
            "KernelAssertionError", "bfloat16_to_float", "float_to_bfloat16", "get_user_workspace",
            "MASK_PLACEHOLDER",
-           "FixpipeParamsV220", "LoadData2DParams", "MmadParams", "Nd2NzParams", "QuantMode_t"]
+           "FixpipeParamsV220", "LoadData2DParams", "MmadParams", "Nd2NzParams", "QuantMode_t",
+           "deq_scale_uint64", "deq_scale_float"]

@@ -173,7 +173,9 @@ _ROWS = [
      "field kDirectionAlign", _X + "Mmad计算/Mmad.md"),
     ("Fixpipe", "KernelContext.fixpipe",
      "template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR> void Fixpipe(const GlobalTensor<T>& dst, "
-     "const LocalTensor<U>& src, const FixpipeParamsV220& intriParams)", _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
+     "const LocalTensor<U>& src, const FixpipeParamsV220& intriParams) / with tensor quantisation (VDEQF16): "
+     "Fixpipe(dst, src, const LocalTensor<uint64_t>& cbufWorkspace, intriParams)",
+     _X + "矩阵计算的搬出/Fixpipe（L0C到GM数据搬运）.md"),
     ("FixpipeParamsV220", "FixpipeParamsV220",
      "FixpipeParamsV220(uint16_t nSize, uint16_t mSize, uint16_t srcStride, uint32_t dstStride, bool reluEn, "
      "QuantMode_t quantPre, int64_t deqScalar, uint16_t ndNum, uint16_t srcNdStride, uint16_t dstNdStride, uint8_t unitFlag)",

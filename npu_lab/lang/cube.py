@@ -31,7 +31,25 @@ LoadData from an L1 range a plain (ND) DataCopy filled is refused, because the h
 Each rule cites its page; pages are under docs/zh/api/SIMD-API/基础API/矩阵计算（ISASI）/.
 Simplifications (said where they apply): GEMV mode (Mmad with m = 1) and the unitFlag handshake
 are not modelled (refused), nor the bias table, Fixpipe's ndNum > 1, channel split or the
-L0C -> L1 / UB paths; bfloat16 has no numpy type here (refused, "not modelled").
+L0C -> L1 / UB paths.
+
+bfloat16: numpy has no bfloat16, so a bfloat16 tensor is its uint16 bits (as the decode kernels'
+K/V, :func:`~npu_lab.lang.float_to_bfloat16`). Nd2Nz and LoadData move the bits unchanged (both
+list bfloat16_t and uint16_t: same size, no conversion); ``Mmad`` takes uint16 x uint16 into a
+float32 L0C as bfloat16 x bfloat16 -> float (Mmad.md 表7; there is no uint16 Mmad, so the bits
+cannot mean anything else): it widens them exactly (bits << 16 read as float32) and accumulates in
+float32 — a bfloat16 x bfloat16 product (8 + 8 significant bits) is exact in float32. ``Fixpipe``
+with ``F322BF16`` writes float -> bfloat16 bits rounded to nearest even (CAST_RINT). The 310P's AI
+Core has no bfloat16 Mmad (Mmad.md 表9) and no Fixpipe to GM: refused there.
+
+Per-channel dequantisation (``VDEQF16``): ``Fixpipe(dst, src, cbufWorkspace, params)``, the
+overload the page gives for tensor quantisation, with one uint64 quant word per output column in
+L1 (:func:`~npu_lab.lang.cube_params.deq_scale_uint64`). What the library does inside
+(impl/basic_api/dav_c220/kernel_operator_fixpipe_v2_impl.h): the columns in chunks of 256 (128
+when nSize > 256), each chunk's words copied L1 -> Fixpipe buffer (copy_cbuf_to_fbuf, in 128-B
+units), a PipeBarrier<PIPE_FIX>, then that chunk's L0C -> GM move. Modelled: the same chunks on
+pipe FIX, each an L1 -> FB copy (:func:`~npu_lab.sim.cube_costs.fixpipe_fb_copy_cycles`, assumed)
+then its move, as one FIX event of their summed cost (one Ascend C call).
 """
 
 from __future__ import annotations
@@ -39,14 +57,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..sim.costs import round_up, scalar_cycles
-from ..sim.cube_costs import fixpipe_cycles, k0_of, load_data_cycles, mmad_cycles, nd2nz_bursts
+from ..sim.cube_costs import fixpipe_cycles, fixpipe_fb_copy_cycles, k0_of, load_data_cycles, mmad_cycles, nd2nz_bursts
 from ..sim.l2 import gm_bytes_per_cycle
-from .cube_params import (FIXPIPE_PAGE, LOAD2D_PAGE, MMAD_PAGE, ND2NZ_PAGE, FixpipeParamsV220, LoadData2DParams,
-                          MmadParams, Nd2NzParams, QuantMode_t)
+from .cube_params import (FIXPIPE_PAGE, LOAD2D_PAGE, MMAD_PAGE, ND2NZ_PAGE, QUANT_PAGE, FixpipeParamsV220,
+                          LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, deq_scale_float, deq_scale_uint64)
 from .cross_core import CrossCoreOps
 from .errors import AscendCRuleError, CapabilityError
 from .memory import CUBE_BUFFER_FIELDS, CubeBufferAllocator, UbAllocator, buffer_of
-from .tensor import GlobalTensor, LocalTensor
+from .tensor import GlobalTensor, LocalTensor, float_to_bfloat16
 
 _ISASI = "docs/zh/api/SIMD-API/基础API/矩阵计算（ISASI）/"
 KALIGN_PAGE = _ISASI + "Mmad计算关键特性说明/K-方向对齐约束.md"
@@ -60,7 +78,7 @@ FRACTAL_BYTES = 512
 #: Mmad (fm, filter) dtypes -> allowed dst dtypes, per ISA (Mmad.md 表7 for A2; 表9 for the 310P AI Core)
 MMAD_TYPES = {
     "ascend910b": {("float16", "float16"): ("float32",), ("float32", "float32"): ("float32",),
-                   ("int8", "int8"): ("int32",)},
+                   ("int8", "int8"): ("int32",), ("uint16", "uint16"): ("float32",)},   # uint16 = bfloat16 bits
     "ascend310p": {("int8", "int8"): ("int32",), ("uint8", "int8"): ("int32",),
                    ("float16", "float16"): ("float16", "float32")},
 }
@@ -78,14 +96,30 @@ LOAD2D_TYPES = {
 FIXPIPE_QUANT = {
     QuantMode_t.NoQuant: (("float32", "float32"), ("int32", "int32")),
     QuantMode_t.F322F16: (("float32", "float16"),),
+    QuantMode_t.F322BF16: (("float32", "uint16"),),              # uint16 = bfloat16 bits
     QuantMode_t.DEQF16: (("int32", "float16"),),
+    QuantMode_t.VDEQF16: (("int32", "float16"),),
 }
+#: how a dtype is named in messages (bfloat16 is stored as uint16 bits)
+_SHOWN = {"uint16": "bfloat16 (uint16 bits)"}
+#: the Fixpipe buffer holds 256 quant words; above that the library splits N in halves of 128
+#: (GenFixpipeTilingV220, impl/basic_api/dav_c220/kernel_operator_fixpipe_v2_impl.h)
+FB_DEQ_WORDS = 256
 #: SetAtomicAdd<T> dtypes (SetAtomicAdd.md: A2 int8, int16, half, bfloat16, int32, float)
 ATOMIC_TYPES = ("int8", "int16", "float16", "int32", "float32")
 
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _deq_chunks(n: int) -> list[tuple[int, int]]:
+    """(first column, columns) of each chunk a tensor-quant Fixpipe moves (GenFixpipeTilingV220:
+    all n at once up to FB_DEQ_WORDS, else chunks of half of it and a tail)."""
+    if n <= FB_DEQ_WORDS:
+        return [(0, n)]
+    half = FB_DEQ_WORDS // 2
+    return [(c, min(half, n - c)) for c in range(0, n, half)]
 
 
 _DTYPE_OK: set = set()      # (isa, instruction, dtype) already found supported
@@ -356,8 +390,9 @@ class CubeOps(CrossCoreOps):
 
     def mmad(self, dst, fm, filter, mmad_params: MmadParams) -> None:      # noqa: A002 (Ascend C's name)
         """``Mmad(dst, fm, filter, MmadParams)``: C[m, n] (+)= A[m, k] · B[k, n] on pipe M; A in L0A
-        (ZZ), B in L0B (ZN), C in L0C (NZ); half x half -> float, float x float -> float, int8 x int8
-        -> int32 (the A2's table; the 310P AI Core has int8/uint8 and half -> half or float). Rules:
+        (ZZ), B in L0B (ZN), C in L0C (NZ); half x half -> float, bfloat16 x bfloat16 -> float (uint16
+        bits, widened exactly), float x float -> float, int8 x int8 -> int32 (the A2's table 表7; the
+        310P AI Core has int8/uint8 and half -> half or float, no bfloat16: 表9). Rules:
         MMAD_PAGE; K alignment: KALIGN_PAGE; cost: npu_lab.sim.cube_costs.mmad_cycles."""
         p = mmad_params
         if not isinstance(p, MmadParams):
@@ -373,13 +408,18 @@ class CubeOps(CrossCoreOps):
                               "L0B Buffer（B2）: load A and B with LoadData, accumulate in a TQue<TPosition::CO1> "
                               "tensor", MMAD_PAGE)
         a_t, b_t, c_t = fm.dtype.name, filter.dtype.name, dst.dtype.name
-        if "bfloat16" in (a_t, b_t):      # pragma: no cover (numpy has no bfloat16: kept for the message)
-            self._rule_at("bfloat16 Mmad is not modelled (numpy has no bfloat16 type)", MMAD_PAGE)
         allowed = MMAD_TYPES[self.hw.isa].get((a_t, b_t))
         if allowed is None or c_t not in allowed:
-            combos = "; ".join(f"{a} x {b} -> {'/'.join(c)}" for (a, b), c in MMAD_TYPES[self.hw.isa].items())
-            raise CapabilityError(f"{self.hw.name}: Mmad has no {a_t} x {b_t} -> {c_t} form on this chip "
-                                  f"({MMAD_PAGE}, 数据类型: {combos})")
+            sh = lambda t: _SHOWN.get(t, t)       # noqa: E731
+            combos = "; ".join(f"{sh(a)} x {sh(b)} -> {'/'.join(c)}" for (a, b), c in MMAD_TYPES[self.hw.isa].items())
+            extra = ""
+            if "uint16" in (a_t, b_t) and self.hw.isa == "ascend310p":
+                extra = (". The Atlas inference series AI Core has no bfloat16 Mmad (Mmad.md 表9: int8/uint8 and half "
+                         "only): convert to half on the host, or run on the 910B")
+            elif "uint16" in (a_t, b_t):
+                extra = ". bfloat16 (stored as uint16 bits) multiplies with bfloat16 only, into a float32 L0C"
+            raise CapabilityError(f"{self.hw.name}: Mmad has no {sh(a_t)} x {sh(b_t)} -> {c_t} form on this chip "
+                                  f"({MMAD_PAGE}, 数据类型: {combos}){extra}")
         if dst.ub_address % 1024:
             self._rule_at(f"Mmad dst '{dst.name}' starts at L0C byte {dst.ub_address}, not 1024-byte aligned "
                           "(LocalTensor的起始地址需要按照1024字节对齐); step in whole 16x16 fractals", MMAD_PAGE)
@@ -428,6 +468,9 @@ class CubeOps(CrossCoreOps):
         cols = np.arange(n)
         c_idx = (cols // 16) * (m1 * 256) + np.arange(m)[:, None] * 16 + cols % 16     # NZ in L0C
         out = dst.data
+        if a_t == "uint16":          # bfloat16 bits: widen exactly; bf16 x bf16 products are exact in fp32
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+            b = (b.astype(np.uint32) << 16).view(np.float32)
         if a_t in ("int8", "uint8"):
             prod = a.astype(np.int64) @ b.astype(np.int64)
             if accumulate:
@@ -446,18 +489,34 @@ class CubeOps(CrossCoreOps):
             self._mmad_unbarriered = None
 
     # ---- L0C -> GM ----------------------------------------------------------------------
-    def fixpipe(self, dst, src, intri_params: FixpipeParamsV220) -> None:
-        """``Fixpipe(dst, src, FixpipeParamsV220)``: L0C (CO1, NZ) -> GM (ND, the default CFG_ROW_MAJOR)
-        on pipe FIX, converting by ``quantPre`` (F322F16: float -> half with CAST_RINT; DEQF16: int32 ->
-        half times ``deqScalar``), ReLU when ``reluEn``, adding into GM while SetAtomicAdd is on.
-        Rules: FIXPIPE_PAGE (the 310P's AI Core has no Fixpipe to GM); cost: npu_lab.sim.cube_costs.
+    def fixpipe(self, dst, src, intri_params, *more) -> None:
+        """``Fixpipe(dst, src, FixpipeParamsV220)`` or, with tensor quantisation,
+        ``Fixpipe(dst, src, cbufWorkspace, FixpipeParamsV220)``: L0C (CO1, NZ) -> GM (ND, the default
+        CFG_ROW_MAJOR) on pipe FIX, converting by ``quantPre`` (F322F16 / F322BF16: float -> half /
+        bfloat16 bits with CAST_RINT; DEQF16: int32 -> half times ``deqScalar``; VDEQF16: int32 ->
+        half times column n's scale, word n of ``cbufWorkspace``, a uint64 LocalTensor in L1),
+        ReLU when ``reluEn``, adding into GM while SetAtomicAdd is on. Rules: FIXPIPE_PAGE (the
+        310P's AI Core has no Fixpipe to GM); cost: npu_lab.sim.cube_costs.
 
         ``nSize``: the page asks for a multiple of 16 on this struct; its NZ2ND pseudo-code
         (矩阵搬出关键特性说明/NZ2ND.md) writes ``nSize`` values per row, and the model writes exactly
         ``nSize`` (a tail of N that is not a multiple of 16 is written without touching its
-        neighbours) — a reading of the page, not a measurement. ``deqScalar`` is taken as the float
-        scale itself (the hardware packs it into a uint64)."""
-        p = intri_params
+        neighbours) — a reading of the page, not a measurement.
+
+        (V)DEQF16 numerics (QUANT_RELU_PAGE 表1 and the vendor's golden
+        examples/01_simd_cpp_api/03_basic_api/03_matrix_compute/fixpipe_l0c2gm/scripts/gen_data_s322f16.py):
+        the int32 is converted to float32 (MCB = 0), multiplied by M1 (the scale with its low 13
+        mantissa bits cleared: (1, 8, 10)) where it is >= 0 and by M2 where it is < 0 (M2 = M1, or 0
+        with ReLU), saturated to ±65504 and rounded to half (nearest even). ``deqScalar`` is the float
+        scale (the C++ field is its uint64 word). Simplified: the product is taken in float32 (the
+        multiplier's internal width is not published); the vendor golden's extra ``np.round`` to a
+        whole number before the cast is not copied (it would zero every |value| < 0.5)."""
+        p, workspace = intri_params, None
+        if more:
+            if len(more) != 1 or not isinstance(intri_params, LocalTensor):
+                raise TypeError("fixpipe takes (dst, src, FixpipeParamsV220) or (dst, src, cbufWorkspace, "
+                                f"FixpipeParamsV220) with cbufWorkspace a LocalTensor<uint64_t> in L1 ({FIXPIPE_PAGE})")
+            workspace, p = intri_params, more[0]
         if not isinstance(p, FixpipeParamsV220):
             raise TypeError(f"fixpipe takes a FixpipeParamsV220, got {type(p).__name__} ({FIXPIPE_PAGE})")
         self._require_cube("Fixpipe")
@@ -479,15 +538,28 @@ class CubeOps(CrossCoreOps):
         pair = (src.dtype.name, dst.dtype.name)
         if pair not in FIXPIPE_QUANT[p.quant_pre]:
             fits = [q for q, pairs in FIXPIPE_QUANT.items() if pair in pairs]
-            hint = f"; for {pair[0]} -> {pair[1]} use quantPre={fits[0]}" if fits else ""
-            self._rule_at(f"Fixpipe quantPre={p.quant_pre} converts {' or '.join('->'.join(x) for x in FIXPIPE_QUANT[p.quant_pre])}, "
-                          f"not {pair[0]} -> {pair[1]} (此参数需要用户手动配置，不会自动推导){hint}", FIXPIPE_PAGE)
+            hint = f"; for {pair[0]} -> {_SHOWN.get(pair[1], pair[1])} use quantPre={fits[0]}" if fits else ""
+            made = " or ".join(f"{a}->{_SHOWN.get(b, b)}" for a, b in FIXPIPE_QUANT[p.quant_pre])
+            self._rule_at(f"Fixpipe quantPre={p.quant_pre} converts {made}, not {pair[0]} -> "
+                          f"{_SHOWN.get(pair[1], pair[1])} (此参数需要用户手动配置，不会自动推导){hint}", FIXPIPE_PAGE)
+        vector_quant = p.quant_pre in QuantMode_t.VECTOR
+        if vector_quant and workspace is None:
+            self._rule_at(f"Fixpipe quantPre={p.quant_pre} is tensor (per-channel) quantisation: its scales come from "
+                          "the cbufWorkspace tensor, and this call has none (deqScalar is the scalar mode's, DEQF16). "
+                          "Call Fixpipe(dst, src, cbufWorkspace, params) with one uint64 word per output column in L1 "
+                          "(deq_scale_uint64 makes them)", FIXPIPE_PAGE)
+        if workspace is not None and not vector_quant:
+            self._rule_at(f"Fixpipe with a cbufWorkspace and quantPre={p.quant_pre}: the workspace overload is for the "
+                          f"tensor modes ({', '.join(QuantMode_t.VECTOR)}: 当quantPre为VDEQF16、VQF322B8_PRE、VREQ8时支持); "
+                          "use the three-argument Fixpipe", FIXPIPE_PAGE)
         if p.nd_num == 0 or p.m_size == 0 or p.n_size == 0:
             return
         if p.nd_num != 1:
             self._rule_at("Fixpipe ndNum > 1 (several NZ matrices in one call) is not modelled; call it per matrix",
                           FIXPIPE_PAGE)
         m, n = p.m_size, p.n_size
+        if workspace is not None:
+            self._check_quant_workspace(workspace, n)
         if p.src_stride < round_up(m, 16):
             self._rule_at(f"Fixpipe srcStride={p.src_stride} is below mSize={m} rounded up to 16 ({round_up(m, 16)}): "
                           "srcStride is the distance between L0C's 16-column blocks in rows (其值应填成mSize对16向上取整); "
@@ -511,26 +583,83 @@ class CubeOps(CrossCoreOps):
         size = dst.dtype.itemsize
         gm_bytes = m * n * size
         bpc, _from_hbm = gm_bytes_per_cycle(self, dst, "FIX", (dst.address_bytes, p.dst_stride * size, n * size, m))
-        cost = fixpipe_cycles(self.hw, m * n, gm_bytes, n * size, m, p.dst_stride * size, bpc)
         lo = src.byte_offset
         op = " atomic-add" if atomic is not None else ""
-        self._exec("FIX", f"Fixpipe L0C->GM {m}x{n} {p.quant_pre}{op}", cost,
-                   reads=((src, lo, lo + src_need * src.dtype.itemsize),), nbytes=gm_bytes, elements=m * n)
+        if workspace is None:
+            cost = fixpipe_cycles(self.hw, m * n, gm_bytes, n * size, m, p.dst_stride * size, bpc)
+            self._exec("FIX", f"Fixpipe L0C->GM {m}x{n} {p.quant_pre}{op}", cost,
+                       reads=((src, lo, lo + src_need * src.dtype.itemsize),), nbytes=gm_bytes, elements=m * n)
+        else:
+            # the library's chunks (GenFixpipeTilingV220): each an L1 -> FB copy of its words
+            # (128-B units), PipeBarrier<PIPE_FIX>, then that chunk's columns L0C -> GM — all on FIX,
+            # one after another, so one event of their summed cost (one Ascend C call)
+            chunks = _deq_chunks(n)
+            fb_bytes = [round_up(cn * 8, 128) for _, cn in chunks]
+            cost = sum(fixpipe_fb_copy_cycles(self.hw, fb)
+                       + fixpipe_cycles(self.hw, m * cn, m * cn * size, cn * size, m, p.dst_stride * size, bpc)
+                       for (_, cn), fb in zip(chunks, fb_bytes))
+            w_lo = workspace.byte_offset
+            w_hi = min(w_lo + chunks[-1][0] * 8 + fb_bytes[-1], workspace.region.nbytes)
+            self._exec("FIX", f"Fixpipe L0C->GM {m}x{n} {p.quant_pre}{op} (quant words L1->FB: "
+                       f"{' + '.join(str(fb) for fb in fb_bytes)} B)", cost,
+                       reads=((src, lo, lo + src_need * src.dtype.itemsize), (workspace, w_lo, w_hi)),
+                       nbytes=gm_bytes, elements=m * n)
         self.core.hbm_write_bytes += gm_bytes
         if self.timing_only:
             return
         cols = np.arange(n)
         vals = src.data[(cols // 16) * (p.src_stride * 16) + np.arange(m)[:, None] * 16 + cols % 16]
-        if p.relu_en:
-            vals = np.maximum(vals, 0)
-        if p.quant_pre == QuantMode_t.DEQF16:
-            vals = (vals.astype(np.float64) * float(p.deq_scalar)).astype(np.float32)
-        out = vals.astype(dst.dtype)                                   # F322F16: round to nearest even
+        if p.quant_pre in (QuantMode_t.DEQF16, QuantMode_t.VDEQF16):
+            if p.quant_pre == QuantMode_t.DEQF16:
+                m1 = deq_scale_float(deq_scale_uint64(np.array([p.deq_scalar], np.float64)))
+            else:
+                m1 = deq_scale_float(workspace.data[:n])[None, :]
+            m2 = np.float32(0.0) if p.relu_en else m1
+            f = vals.astype(np.float32)                          # MCB = 0: int32 -> float directly
+            f = np.where(f >= 0, f * m1, f * m2).astype(np.float32)
+            out = np.clip(f, -65504.0, 65504.0).astype(np.float16)    # saturated, then RINT to half
+        else:
+            if p.relu_en:
+                vals = np.maximum(vals, 0)
+            if p.quant_pre == QuantMode_t.F322BF16:
+                out = float_to_bfloat16(vals)                    # CAST_RINT: round to nearest even
+            else:
+                out = vals.astype(dst.dtype)                     # F322F16: round to nearest even
         idx = (np.arange(m)[:, None] * p.dst_stride + np.arange(n)).ravel()
-        if atomic is not None:
+        if atomic is not None:           # (SetAtomicAdd<T> refuses uint16, so never bfloat16 bits here)
             dst.data[idx] = (dst.data[idx] + out.ravel()).astype(dst.dtype)
         else:
             dst.data[idx] = out.ravel()
+
+    def _check_quant_workspace(self, ws, n: int) -> None:
+        """The cbufWorkspace of a tensor-quant Fixpipe (FIXPIPE_PAGE, 表2 cbufWorkspace; 约束说明):
+        a uint64 LocalTensor (模板参数S必须为uint64_t类型，否则编译失败) in L1 (TPosition C1; A1/B1 are
+        the same L1 here), 32-byte aligned, holding at least nSize words (one per column); the
+        words must be finite normal scales (量化参数不能为inf/nan和非规格化数)."""
+        if not isinstance(ws, LocalTensor):
+            raise TypeError(f"Fixpipe cbufWorkspace must be a LocalTensor<uint64_t> in L1, got {type(ws).__name__}")
+        if ws.dtype != np.uint64:
+            self._rule_at(f"Fixpipe cbufWorkspace '{ws.name}' is {ws.dtype.name}: the quant words are uint64_t (模板参数S"
+                          "必须为uint64_t类型，否则编译失败); build them with deq_scale_uint64(scales) on the host "
+                          "(bits 0-31: the float32 scale)", FIXPIPE_PAGE)
+        if buffer_of(ws) != "L1":
+            self._rule_at(f"Fixpipe cbufWorkspace '{ws.name}' is in {buffer_of(ws)}: the quant tensor lives in L1 (支持的"
+                          "物理地址为L1 Buffer); DataCopy the words GM -> L1 first", FIXPIPE_PAGE)
+        if ws.ub_address % 32:
+            self._rule_at(f"Fixpipe cbufWorkspace '{ws.name}' starts at L1 byte {ws.ub_address}, not 32-byte aligned "
+                          "(地址需满足32字节对齐)", FIXPIPE_PAGE)
+        if ws.count < n:
+            self._rule_at(f"Fixpipe nSize={n} with a cbufWorkspace of {ws.count} words: tensor quantisation takes one "
+                          f"uint64 word per output column (量化参数的shape为[n]); give '{ws.name}' >= {n} words",
+                          QUANT_PAGE)
+        if not self.timing_only:
+            f = deq_scale_float(ws.data[:n])
+            bad = ~np.isfinite(f) | ((f != 0) & (np.abs(f) < np.finfo(np.float32).tiny))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                self._rule_at(f"Fixpipe cbufWorkspace '{ws.name}' word {i} holds {float(f[i])}: quant scales must not be "
+                              "inf/nan or subnormal (量化和ReLU参数不能为inf/nan和非规格化数); did the words reach L1 "
+                              "before Fixpipe, and were they made by deq_scale_uint64?", FIXPIPE_PAGE)
 
     # ---- atomic accumulation into GM: SetAtomicAdd<T> / DisableDmaAtomic are DmaOps' (one switch
     # for every copy to GM, Fixpipe's included; npu_lab.lang.dma) -------------------------------

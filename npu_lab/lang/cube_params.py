@@ -53,7 +53,10 @@ def _flag(struct: str, name: str, value, page: str) -> bool:
 class QuantMode_t:
     """``QuantMode_t``: what Fixpipe does to each L0C value on the way out (kernel_struct_fixpipe.h).
     Modelled: ``NoQuant`` (float -> float, int32 -> int32), ``F322F16`` (float -> half, CAST_RINT),
-    ``DEQF16`` (int32 -> half, times the scalar ``deqScalar``); the others are listed and refused."""
+    ``F322BF16`` (float -> bfloat16, CAST_RINT; bfloat16 is stored as uint16 bits), ``DEQF16``
+    (int32 -> half, times the scalar ``deqScalar``) and ``VDEQF16`` (int32 -> half, times a
+    per-column scale from the ``cbufWorkspace`` tensor in L1: the Fixpipe overload with four
+    arguments); the others are listed and refused."""
 
     NoQuant = "NoQuant"
     F322F16 = "F322F16"
@@ -65,7 +68,9 @@ class QuantMode_t:
     REQ8 = "REQ8"
     VREQ8 = "VREQ8"
     ALL = ("NoQuant", "F322F16", "F322BF16", "DEQF16", "VDEQF16", "QF322B8_PRE", "VQF322B8_PRE", "REQ8", "VREQ8")
-    MODELLED = ("NoQuant", "F322F16", "DEQF16")
+    MODELLED = ("NoQuant", "F322F16", "F322BF16", "DEQF16", "VDEQF16")
+    #: the tensor (per-channel) modes: their scales come from cbufWorkspace, not deqScalar
+    VECTOR = ("VDEQF16", "VQF322B8_PRE", "VREQ8")
 
 
 @dataclass(frozen=True)
@@ -207,6 +212,45 @@ class FixpipeParamsV220:
         _whole(s, "dstNdStride", self.dst_nd_stride, 0, 65535, p)
         if _whole(s, "unitFlag", self.unit_flag, 0, 3, p):
             raise AscendCRuleError(_unit_flag_rule(s, self.unit_flag))
+
+
+QUANT_PAGE = _ISASI + "矩阵搬出关键特性说明/随路量化.md"
+QUANT_RELU_PAGE = _ISASI + "矩阵搬出关键特性说明/随路量化与随路ReLU场景组合.md"
+
+
+def deq_scale_uint64(scales) -> np.ndarray:
+    """Per-channel dequantisation scales (float, one per output column N) -> the uint64 words
+    ``Fixpipe``'s VDEQF16 reads from ``cbufWorkspace`` (QUANT_PAGE, 表1): bits 0-31 hold the scale
+    as a float32 (the hardware uses its sign, 8 exponent and the top 10 mantissa bits, 31..13),
+    bit 36 (MCB) = 0 (the int32 is converted to float directly), the offset bits 37-45 = 0 (no
+    offset in DEQF16). Returns a 1-D uint64 array. The page: 量化和ReLU参数不能为inf/nan和非规格化数
+    (Fixpipe（L0C到GM数据搬运）.md, 约束说明), so a NaN, an infinity or a subnormal is refused; so is
+    a scale that rounds to zero or overflows float32."""
+    x = np.asarray(scales)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"deq_scale_uint64 takes a 1-D array of per-column scales (one per N column), got shape "
+                         f"{x.shape}")
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
+        raise TypeError(f"deq_scale_uint64: scales must be real numbers, got {x.dtype}")
+    with np.errstate(over="ignore"):
+        f = x.astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    bad = ~np.isfinite(f) | ((f != 0) & (np.abs(f) < tiny)) | ((f == 0) & (x != 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"deq_scale_uint64: scale [{i}] = {x[i]!r} is inf, NaN or not a normal float32; the page "
+                         "says 量化和ReLU参数不能为inf/nan和非规格化数 (Fixpipe（L0C到GM数据搬运）.md)")
+    return f.view(np.uint32).astype(np.uint64)
+
+
+def deq_scale_float(words) -> np.ndarray:
+    """The float32 factor the hardware multiplies by for each uint64 quant word (QUANT_PAGE, 表1):
+    M1 = bits 31..13 read as a float with 1 sign, 8 exponent and 10 mantissa bits, i.e. the low 13
+    mantissa bits of the float32 cleared (the page: 将量化参数的23bits尾数位的低13bits数据位清零)."""
+    w = np.asarray(words)
+    if w.dtype != np.uint64:
+        raise TypeError(f"quant words are uint64 (deq_scale_uint64 makes them), got {w.dtype}")
+    return ((w & np.uint64(0xFFFFE000)).astype(np.uint32)).view(np.float32)
 
 
 def field_names(struct) -> tuple[str, ...]:

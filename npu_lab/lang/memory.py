@@ -54,6 +54,8 @@ class TPosition:
     A2 = "A2"
     B2 = "B2"
     CO1 = "CO1"
+    #: L1 too: the quant words a tensor-quant Fixpipe reads (its cbufWorkspace), the bias (not modelled)
+    C1 = "C1"
 
 
 QUEUE_PIPES = {TPosition.VECIN: ("MTE2", "V"), TPosition.VECOUT: ("V", "MTE3")}
@@ -68,12 +70,15 @@ UB_GARBAGE_BYTE = 0xFF
 # 资源管理/TQue: A1/B1 live in L1, A2 in L0A, B2 in L0B, CO1 in L0C. A queue on them syncs the pipes
 # of the matmul flow: GM -MTE2-> L1 -MTE1-> L0A/L0B -M-> L0C -FIX-> GM.
 QUEUE_PIPES.update({TPosition.A1: ("MTE2", "MTE1"), TPosition.B1: ("MTE2", "MTE1"),
-                    TPosition.A2: ("MTE1", "M"), TPosition.B2: ("MTE1", "M"), TPosition.CO1: ("M", "FIX")})
+                    TPosition.A2: ("MTE1", "M"), TPosition.B2: ("MTE1", "M"), TPosition.CO1: ("M", "FIX"),
+                    # C1 is L1 on NPU arch 2201: a queue GM -> C1 syncs MTE2 -> MTE1 (impl/basic_api/kernel_event.h);
+                    # Fixpipe's quant words are read on FIX, so such a kernel orders MTE2 -> FIX by hand
+                    TPosition.C1: ("MTE2", "MTE1")})
 #: the physical buffer of each position
 BUFFER_OF_POSITION = {TPosition.VECIN: "UB", TPosition.VECOUT: "UB", TPosition.VECCALC: "UB",
                       TPosition.A1: "L1", TPosition.B1: "L1", TPosition.A2: "L0A", TPosition.B2: "L0B",
-                      TPosition.CO1: "L0C"}
-_POSITIONS = _POSITIONS + (TPosition.A1, TPosition.B1, TPosition.A2, TPosition.B2, TPosition.CO1)
+                      TPosition.CO1: "L0C", TPosition.C1: "L1"}
+_POSITIONS = _POSITIONS + (TPosition.A1, TPosition.B1, TPosition.A2, TPosition.B2, TPosition.CO1, TPosition.C1)
 #: HardwareSpec field of each cube buffer's capacity
 CUBE_BUFFER_FIELDS = {"L1": "l1_bytes", "L0A": "l0a_bytes", "L0B": "l0b_bytes", "L0C": "l0c_bytes"}
 

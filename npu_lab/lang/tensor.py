@@ -32,7 +32,14 @@ def float_to_bfloat16(x) -> np.ndarray:
     """float32 (or anything numpy turns into it) -> bfloat16 bits as uint16, rounding to nearest
     even as the hardware's float -> bfloat16 CAST_RINT does (NaN stays a quiet NaN). The upper 16
     bits of a float32 are a bfloat16: add 0x7FFF plus the kept part's last bit, then truncate."""
-    f = np.ascontiguousarray(np.asarray(x, np.float32))
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiu":
+        raise TypeError(f"float_to_bfloat16 takes real numbers (float, int), got {a.dtype}; bfloat16 bits are "
+                        "uint16 — pass values, not bits (bfloat16_to_float reads bits)")
+    if a.dtype == np.uint16:
+        raise TypeError("float_to_bfloat16 got uint16: that is how bfloat16 bits are stored, so these look like "
+                        "bits already; pass float values (or .astype(np.float32) if they are integers)")
+    f = np.ascontiguousarray(a.astype(np.float32))
     bits = f.view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(f), ((bits >> 16) | 0x40).astype(np.uint16), rounded)

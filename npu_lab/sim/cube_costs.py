@@ -18,6 +18,14 @@ Source: asc-devkit docs/zh/api/附录/Cube指令理论性能汇总.md (NPU架构
   for the GM path) and the GM write priced like any DMA (:func:`npu_lab.sim.costs.dma_occupancy_cycles`:
   the core's share of HBM, the burst efficiency of one output row).
 
+* Fixpipe's tensor quantisation (VDEQF16): each chunk of quant words is copied L1 -> Fixpipe buffer
+  (copy_cbuf_to_fbuf in the library, impl/basic_api/dav_c220/kernel_operator_fixpipe_v2_impl.h)
+  before its move. No rate is published for that copy: :func:`fixpipe_fb_copy_cycles` prices it as
+  a Fixpipe head plus the bytes at the L1 -> L0B rate (表3, 128 B/cycle) — **assumed**.
+
+bfloat16 (stored as uint16 bits, :mod:`npu_lab.lang.tensor`) is priced at its own row of 表1:
+bfloat16 x bfloat16 16 x 16 x 16 per cycle, k0 = 16 — the same rate as half.
+
 Every cost is a whole number of cycles.
 """
 
@@ -32,15 +40,23 @@ from .costs import dma_occupancy_cycles, gm_aligned, round_up, whole_cycles
 CUBE_K = {"float16": 16, "bfloat16": 16, "int8": 32, "uint8": 32, "float32": 4}
 
 
+def cube_type_name(dtype) -> str:
+    """The cube's name for an input dtype: ``"bfloat16"`` for the string "bfloat16" or for uint16
+    (bfloat16's storage; the cube has no uint16 Mmad), else numpy's name."""
+    if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
+        return "bfloat16"
+    name = np.dtype(dtype).name
+    return "bfloat16" if name == "uint16" else name
+
+
 def k0_of(dtype) -> int:
     """K of one L0A/L0B fractal: 32 bytes of the input type (half 16, int8 32, float 8)."""
-    return 32 // np.dtype(dtype).itemsize
+    return 32 // (2 if cube_type_name(dtype) == "bfloat16" else np.dtype(dtype).itemsize)
 
 
 def mmad_cycles(hw: HardwareSpec, m: int, n: int, k: int, dtype) -> tuple[float, int]:
     """(M-pipe occupancy in cycles, 16x16xk0 fractal products) of one Mmad of [m,k] x [k,n]."""
-    name = np.dtype(dtype).name
-    cube_k = CUBE_K[name]
+    cube_k = CUBE_K[cube_type_name(dtype)]
     k0 = k0_of(dtype)
     ceil_m, ceil_n, ceil_k = round_up(m, 16), round_up(n, 16), round_up(k, k0)
     per_cycle = 16 * 16 * cube_k
@@ -51,7 +67,7 @@ def mmad_cycles(hw: HardwareSpec, m: int, n: int, k: int, dtype) -> tuple[float,
 
 def cube_macs_per_cycle(hw: HardwareSpec, dtype="float16") -> float:
     """Multiply-accumulates one cube core does per cycle at full rate."""
-    return 16 * 16 * CUBE_K[np.dtype(dtype).name] / hw.cube_fractal_cycles
+    return 16 * 16 * CUBE_K[cube_type_name(dtype)] / hw.cube_fractal_cycles
 
 
 def cube_peak_tflops(hw: HardwareSpec, dtype="float16") -> float:
@@ -136,3 +152,9 @@ def ceil_div(a: int, b: int) -> int:
 
 __all__ = ["CUBE_K", "k0_of", "nd2nz_bursts", "ND2NZ_EFFICIENT_ALIGN_BYTES", "mmad_cycles", "cube_macs_per_cycle", "cube_peak_tflops", "load_data_cycles",
            "fixpipe_cycles", "cube_roofline_us", "hbm_roofline_us", "ceil_div"]
+
+
+def fixpipe_fb_copy_cycles(hw: HardwareSpec, nbytes: int) -> float:
+    """FIX occupancy of one L1 -> Fixpipe-buffer copy of ``nbytes`` quant words (whole 128-B units):
+    a Fixpipe head plus the bytes at the L1 -> L0B rate — assumed, no rate is published."""
+    return whole_cycles(hw.fixpipe_head_cycles + nbytes / hw.mte1_l0b_bytes_per_cycle)

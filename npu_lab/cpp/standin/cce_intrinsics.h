@@ -40,6 +40,7 @@ template <typename... A> inline __npu_lab_cce_any copy_gm_to_cbuf_multi_nd2nz_b8
 template <typename... A> inline __npu_lab_cce_any copy_gm_to_ubuf(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_gm_to_ubuf_align_b16(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_gm_to_ubuf_align_b32(A&&...) { return {}; }
+template <typename... A> inline __npu_lab_cce_any copy_gm_to_ubuf_align_b8(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_matrix_cc_to_gm(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_matrix_cc_to_ubuf(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any copy_matrix_ubuf_to_cc(A&&...) { return {}; }

@@ -17,8 +17,8 @@ import functools
 
 import numpy as np
 
-from ...lang import (FixpipeParamsV220, GlobalTensor, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t, TQue,
-                     npu_kernel)
+from ...lang import (FixpipeParamsV220, GlobalTensor, HardEvent, LoadData2DParams, MmadParams, Nd2NzParams, QuantMode_t,
+                     TBuf, TQue, npu_kernel)
 from ...lang.memory import TPosition
 from .tiling import GemmTiling, a1_buffers, b1_buffers, block_tasks
 
@@ -29,6 +29,11 @@ __all__ = ["gemm_naive_kernel", "gemm_tiled_kernel", "gemm_block_classes", "roun
 def round16(x: int) -> int:
     """``x`` rounded up to a multiple of 16 (one fractal edge)."""
     return -(-x // 16) * 16
+
+
+def round_up4(x: int) -> int:
+    """``x`` rounded up to a multiple of 4 (uint64 quant words in whole 32-B units)."""
+    return -(-x // 4) * 4
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -51,7 +56,7 @@ def block_work(t: GemmTiling, block_idx: int) -> list[tuple[int, int, int]]:
     return work
 
 
-def gemm_block_classes(block_dim, a_gm, b_gm, c_gm, atomic, tiling_bytes):
+def gemm_block_classes(block_dim, a_gm, b_gm, c_gm, atomic, tiling_bytes, deq=None):
     """Blocks whose tasks have the same shapes do identical work (costs depend on shapes only)."""
     t = GemmTiling.unpack(tiling_bytes)
     seen: dict = {}
@@ -63,7 +68,9 @@ def fixpipe_quant(acc_dtype: np.dtype, out_dtype: np.dtype) -> str:
     """Fixpipe's quantPre for an L0C ``acc_dtype`` written to GM as ``out_dtype``."""
     if acc_dtype == out_dtype:
         return QuantMode_t.NoQuant
-    return QuantMode_t.F322F16 if acc_dtype == np.float32 else QuantMode_t.DEQF16
+    if acc_dtype == np.float32:      # uint16 out = bfloat16 bits
+        return QuantMode_t.F322BF16 if out_dtype == np.uint16 else QuantMode_t.F322F16
+    return QuantMode_t.DEQF16
 
 
 def load_a_l0a(ctx, a2, a1, m1: int, kb: int, vk: int, k0: int, fe: int) -> None:
@@ -179,13 +186,21 @@ def gemm_naive_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
 
 @npu_kernel(core_type="cube", block_classes=gemm_block_classes)
 def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalTensor, atomic: bool,
-                      tiling_bytes: bytes):
+                      tiling_bytes: bytes, deq=None):
     """v2 / v3 / v4: L1 panels of ``stepKa`` base K tiles (one Nd2Nz copy feeds several Mmads); the
     A panel stays in L1 across the N tiles when it covers the task's K (``isReuseA``). The tiling's
     buffer counts decide the overlap (v3: two of everything, so MTE2 fills the next panel and MTE1
     the next L0 tile while M works, and FIX drains one L0C tile while M fills the other). With a
     K-split (v4) each task adds its partial sum into C in GM: ``atomic`` switches on
-    ``SetAtomicAdd`` (without it the tasks overwrite each other). Listing: gemm_tiled.cpp."""
+    ``SetAtomicAdd`` (without it the tasks overwrite each other). Listing: gemm_tiled.cpp.
+
+    int8 -> half dequantised in Fixpipe (``deq``; listing: gemm_tiled.cpp ``gemm_int8_deq``): a
+    float is the per-tensor scale (quantPre DEQF16, ``deqScalar``); a uint64 GlobalTensor holds one
+    quant word per column of C (N rounded up to 4 words, :func:`~npu_lab.lang.deq_scale_uint64`);
+    each task copies its singleCoreN words GM -> L1 (TPosition C1) and hands them to its Fixpipes
+    as their ``cbufWorkspace`` (quantPre VDEQF16). Fixpipe reads them on FIX, so the order is set by
+    hand: MTE2 -> FIX before the task's first Fixpipe, FIX -> MTE2 before the next task's copy
+    overwrites them."""
     t = GemmTiling.unpack(tiling_bytes)
     dt = a_gm.dtype
     acc = np.dtype(np.int32) if dt == np.int8 else np.dtype(np.float32)
@@ -201,7 +216,14 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
     ctx.pipe.init_buffer(qa2, t.dbL0A, bm * bk * size, name="a2")
     ctx.pipe.init_buffer(qb2, t.dbL0B, bk * bn * size, name="b2")
     ctx.pipe.init_buffer(qc, t.dbL0C, bm * bn * 4, name="c")
-    quant = fixpipe_quant(acc, c_gm.dtype)
+    quant, scalar, deq_l1 = fixpipe_quant(acc, c_gm.dtype), 1.0, None
+    if isinstance(deq, GlobalTensor):          # per-channel: a task's quant words in L1 (C1), read by FIX
+        quant = QuantMode_t.VDEQF16
+        qd = TBuf(TPosition.C1)
+        ctx.pipe.init_buffer(qd, round_up4(t.singleCoreN) * 8, name="deq")
+        deq_l1 = qd.get(np.uint64)
+    elif deq is not None:                      # per-tensor: one scale, deqScalar
+        scalar = float(deq)
     if atomic:
         ctx.set_atomic_add(c_gm.dtype)         # Fixpipe adds into C: the K-split's partial sums meet in GM
     work = block_work(t, ctx.get_block_idx())
@@ -211,7 +233,9 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
         task, mb, j = work[i]
         tm, tn, tk = t.task_shape(task)
         last = i + 1 == len(work) or work[i + 1][:2] != (task, mb)
-        return min(bm, tm - mb), min(bn, tn - j * bn), tk, reuse and j == 0, reuse and last
+        deq_at = deq_l1 is not None and (mb, j) == (0, 0), deq_l1 is not None and i and (mb, j) == (0, 0)
+        task_end = deq_l1 is not None and i + 1 < len(work) and work[i + 1][0] != task
+        return min(bm, tm - mb), min(bn, tn - j * bn), tk, reuse and j == 0, reuse and last, deq_at, task_end
 
     a1 = None
     # for task in my tasks: for mb in 0..tm step bm: for nb in 0..tn step bn — as one tile_loop
@@ -229,6 +253,12 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
         nb = j * bn
         vn = min(bn, tn - nb)
         col = ni * t.singleCoreN + nb
+        if deq_l1 is not None and (mb, j) == (0, 0):     # the task's quant words GM -> L1
+            if i:
+                ctx.wait_flag(HardEvent.FIX_MTE2, 0)      # the previous task's Fixpipes have read theirs
+            ctx.data_copy(deq_l1, deq[ni * t.singleCoreN], round_up4(tn))
+            ctx.set_flag(HardEvent.MTE2_FIX, 0)
+            ctx.wait_flag(HardEvent.MTE2_FIX, 0)
         c = qc.alloc_tensor(acc)
         # the K panels: a nested tile_loop (a long K jumps too); equal keys = equal panel size and
         # both past the first (which may load the reused A panel and starts the accumulation)
@@ -264,10 +294,16 @@ def gemm_tiled_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, c_gm: GlobalT
                 a1 = None
         qc.enque(c)
         c = qc.deque(acc)
-        ctx.fixpipe(c_gm[row * N + col], c, FixpipeParamsV220(vn, vm, m16, N, False, quant, 1.0, 1, 0, 0, 0))
+        params = FixpipeParamsV220(vn, vm, m16, N, False, quant, scalar, 1, 0, 0, 0)
+        if deq_l1 is None:
+            ctx.fixpipe(c_gm[row * N + col], c, params)
+        else:
+            ctx.fixpipe(c_gm[row * N + col], c, deq_l1[nb], params)
         qc.free_tensor(c)
         if reuse and (i + 1 == len(work) or work[i + 1][:2] != (task, mb)):
             qa1.free_tensor(a1)                      # the row's last N tile: its A panel is done
             a1 = None
+        if deq_l1 is not None and i + 1 < len(work) and work[i + 1][0] != task:
+            ctx.set_flag(HardEvent.FIX_MTE2, 0)      # the task's Fixpipes are issued: the next task may refill
     if atomic:
         ctx.disable_dma_atomic()

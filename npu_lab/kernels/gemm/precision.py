@@ -6,11 +6,10 @@ and save, and why the second article's ``apply_fp32_correction`` compensates not
   ``v4`` with a K-split of ``k_step``, so every ``k_step`` of K is Fixpipe'd with ``F322F16`` and
   summed into a half GM tensor by ``SetAtomicAdd`` — each partial sum is rounded to fp16 and the
   running sum is fp16. Error against float64 as K grows, with the modelled latency of each.
-* :func:`int8_weight_error_cost` — W8A8 with a per-output-channel weight scale and a per-row
-  activation scale: the int8 gemm kernel (int8 x int8 -> int32 in L0C), dequantised afterwards
-  (``out = C_int32 * sx[m] * sw[n]``). Fixpipe's per-channel ``VDEQF16`` is not modelled (only the
-  scalar ``DEQF16`` is), so the dequantisation is computed in numpy as a vector-core epilogue would
-  and its cost is an *estimate*: one elementwise pass over C at the HBM roofline.
+* :func:`int8_weight_error_cost` — int8 weights and activations, the int8 gemm kernel (int8 x int8
+  -> int32 in L0C) dequantised in its own Fixpipe: per tensor (``DEQF16``, one scale) or per output
+  channel (``VDEQF16``, a quant word per column in L1), against half and bfloat16 — error and
+  modelled cost from simulated runs, as K grows.
 * :func:`kahan_sum_fp32`, :func:`sequential_sum_fp32`, :func:`kahan_lesson` — compensated summation
   of a long fp32 reduction (a vector core reducing in fp32), done as Kahan wrote it.
 * :func:`article_fp32_correction` — the article's ``apply_fp32_correction`` (section 5.1) as it is
@@ -31,12 +30,12 @@ import numpy as np
 
 from ...hardware import HardwareSpec
 from ...presets import get_preset
-from ...sim.cube_costs import hbm_roofline_us
+from ...lang import bfloat16_to_float
 from .run import gemm
 
 __all__ = ["accumulation_error", "int8_weight_error_cost", "kahan_sum_fp32", "sequential_sum_fp32",
            "kahan_error_bound", "kahan_lesson", "article_fp32_correction", "correction_lesson",
-           "relative_error"]
+           "relative_error", "column_relative_error"]
 
 #: unit roundoff of float32 (round to nearest): 2**-24
 U_FP32 = 2.0 ** -24
@@ -70,16 +69,31 @@ def relative_error(C, ref) -> float:
     return float(np.abs(C - ref).max() / scale) if scale else float(np.abs(C - ref).max())
 
 
+def column_relative_error(C, ref) -> float:
+    """The worst column's relative error: max over n of max_m |C - ref| / max_m |ref| (float64) —
+    what a per-channel scale is for: a small output channel is judged against its own size."""
+    C, ref = np.asarray(C, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if C.shape != ref.shape or C.ndim != 2:
+        raise ValueError(f"expected two matrices of one shape, got {C.shape} and {ref.shape}")
+    scale = np.abs(ref).max(axis=0)
+    err = np.abs(C - ref).max(axis=0)
+    return float(np.max(np.where(scale > 0, err / np.where(scale > 0, scale, 1.0), err)))
+
+
 def accumulation_error(K_values=(256, 1024, 4096), *, M: int = 32, N: int = 32, k_step: int = 128,
                        seed: int = 0, hw: HardwareSpec | str = "ascend-910b2"):
-    """fp32 accumulation in L0C vs fp16 accumulation of K-step partial sums, as K grows.
+    """fp32 accumulation in L0C vs fp16 accumulation of K-step partial sums, as K grows; and the
+    same product in bfloat16.
 
-    A [M, K] and B [K, N] are standard normal, rounded to fp16 (seeded). Columns per K:
-    ``fp32_acc_fp32_out`` (v3, Fixpipe writes the fp32 L0C as float), ``fp32_acc_fp16_out`` (v3,
-    one F322F16 rounding at the end — what a half GEMM returns), ``fp16_acc`` (v4 with
-    ``kSplit = K / k_step``: every step's partial is rounded to fp16 and accumulated in fp16 GM by
-    SetAtomicAdd), their relative errors against float64, and the modelled latency (µs) of the v3
-    and v4 runs (v4 launches K / k_step times as many tasks)."""
+    A [M, K] and B [K, N] are standard normal, rounded to fp16 (seeded); the truth is their float64
+    product. Columns per K: ``fp32_acc_fp32_out`` (v3, Fixpipe writes the fp32 L0C as float),
+    ``fp32_acc_fp16_out`` (v3, one F322F16 rounding at the end — what a half GEMM returns),
+    ``fp16_acc`` (v4 with ``kSplit = K / k_step``: every step's partial is rounded to fp16 and
+    accumulated in fp16 GM by SetAtomicAdd), ``bf16_fp32_acc_bf16_out`` (v3 on the same values
+    rounded to bfloat16, fp32 in L0C, F322BF16 at the end: bfloat16 keeps 8 significant bits to
+    half's 11, so its input and output roundings cost about 8x more), their relative errors against
+    float64, and the modelled latency (µs) of the v3 (``fp32_acc_us``), v4 (``fp16_acc_us``) and
+    bfloat16 v3 (``bf16_us``: the same cube rate as half, Cube指令理论性能汇总.md 表1) runs."""
     import pandas as pd
 
     hw = get_preset(hw) if isinstance(hw, str) else hw
@@ -95,50 +109,68 @@ def accumulation_error(K_values=(256, 1024, 4096), *, M: int = 32, N: int = 32, 
         c32, tl32 = gemm(A, B, version="v3", hw=hw, out_dtype=np.float32)
         c16, tl16 = gemm(A, B, version="v3", hw=hw)
         cacc, tlacc = gemm(A, B, version="v4", hw=hw, k_split=K // k_step)
+        cbf, tlbf = gemm(A.astype(np.float32), B.astype(np.float32), version="v3", hw=hw, dtype="bfloat16")
         rows.append({"K": K, "k_steps": K // k_step, "fp32_acc_fp32_out": relative_error(c32, ref),
                      "fp32_acc_fp16_out": relative_error(c16, ref), "fp16_acc": relative_error(cacc, ref),
-                     "fp32_acc_us": tl16.total_us, "fp16_acc_us": tlacc.total_us})
+                     "bf16_fp32_acc_bf16_out": relative_error(bfloat16_to_float(cbf), ref),
+                     "fp32_acc_us": tl16.total_us, "fp16_acc_us": tlacc.total_us, "bf16_us": tlbf.total_us})
     return pd.DataFrame(rows).set_index("K")
 
 
-def _quantise_int8(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 along ``axis``: scale = max|x| / 127 per slice; returns (int8 values, scales)."""
-    amax = np.abs(x).max(axis=axis, keepdims=True)
+def _quantise_int8(x: np.ndarray, axis) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 along ``axis`` (None: the whole tensor): scale = max|x| / 127 per slice;
+    returns (int8 values, float64 scales)."""
+    amax = np.abs(x).max(axis=axis, keepdims=axis is not None)
     scale = np.where(amax > 0, amax / 127.0, 1.0)
     q = np.clip(np.rint(x / scale), -127, 127).astype(np.int8)
-    return q, scale.squeeze(axis).astype(np.float32)
+    return q, (scale.squeeze(axis) if axis is not None else scale)
 
 
 def int8_weight_error_cost(K_values=(256, 1024, 4096), *, M: int = 32, N: int = 256, seed: int = 0,
-                           hw: HardwareSpec | str = "ascend-910b2"):
-    """int8 weights (per-output-channel scales) and int8 activations (per-row scales) against fp16,
-    error and modelled cost side by side as K grows.
+                           channel_spread: float = 1.0, hw: HardwareSpec | str = "ascend-910b2"):
+    """int8 weights dequantised in Fixpipe — per tensor (DEQF16) and per channel (VDEQF16) —
+    against half and bfloat16: error and modelled cost side by side as K grows, every figure from a
+    simulated kernel run (the gemm kernel v3).
 
-    X [M, K] and W [K, N] are standard normal (seeded), float64 the truth. Columns: ``fp16_err`` (the
-    half GEMM), ``int8_err`` (int8 GEMM -> int32, dequantised ``C * sx[m] * sw[n]`` in fp32, written
-    as fp16), ``fp16_us`` and ``int8_us`` (modelled: the gemm kernels' timelines, v3), ``dequant_us``
-    (an estimate, not a simulated kernel: read C int32 + the scales, write C fp16 at the HBM
-    roofline, no launch of its own — the epilogue of a mixed kernel; Fixpipe's per-channel VDEQF16
-    would fold it into the cube's write), ``int8_total_us``."""
+    X [M, K] is standard normal; W [K, N] standard normal with column n scaled by
+    ``exp(channel_spread * z_n)``, z standard normal (real weights' channels differ in size; 0 gives
+    equal columns); seeded, float64 the truth (X @ W). Columns: ``fp16_err`` / ``fp16_us`` (the half
+    GEMM), ``bf16_err`` / ``bf16_us`` (bfloat16 in and out), ``int8_tensor_err`` / ``int8_tensor_us``
+    (X and W each with one scale, sx and sw; ``gemm(..., deq_scale=sx*sw)``: Fixpipe DEQF16 writes
+    half(C_int32 · sx·sw)), ``int8_channel_err`` / ``int8_channel_us`` (W with one scale per output
+    column, sw[n] = max|W[:, n]| / 127; Fixpipe VDEQF16 with the words sx·sw[n] in L1: one extra
+    L1 -> Fixpipe-buffer copy per Fixpipe and a GM -> L1 copy per task, priced). Errors are the
+    worst column's (:func:`column_relative_error`): each output channel against its own size.
+
+    Not in the table: per-row (per-token) activation scales — Fixpipe scales columns only, so those
+    need a vector-core epilogue after the GEMM (a mixed kernel, not built here)."""
     import pandas as pd
 
     hw = get_preset(hw) if isinstance(hw, str) else hw
     M, N = _whole("M", M), _whole("N", N)
+    if isinstance(channel_spread, bool) or not isinstance(channel_spread, numbers.Real) or \
+            not 0 <= channel_spread <= 4:
+        raise ValueError(f"channel_spread must be a number in [0, 4] (the log-scale spread of the columns' sizes), "
+                         f"got {channel_spread!r}")
     rng = np.random.default_rng(seed)
+    col_scale = np.exp(channel_spread * rng.standard_normal(N))
     rows = []
     for K in _k_values(K_values, 1):
         X = rng.standard_normal((M, K))
-        W = rng.standard_normal((K, N))
+        W = rng.standard_normal((K, N)) * col_scale
         ref = X @ W
         c16, tl16 = gemm(X.astype(np.float16), W.astype(np.float16), version="v3", hw=hw)
-        xq, sx = _quantise_int8(X, axis=1)
-        wq, sw = _quantise_int8(W, axis=0)
-        ci, tli = gemm(xq, wq, version="v3", hw=hw)
-        c8 = (ci.astype(np.float32) * sx[:, None] * sw[None, :]).astype(np.float16)
-        dq_us = hbm_roofline_us(hw, M * N * (4 + 2) + (M + N) * 4)
-        rows.append({"K": K, "fp16_err": relative_error(c16, ref), "int8_err": relative_error(c8, ref),
-                     "fp16_us": tl16.total_us, "int8_us": tli.total_us, "dequant_us": dq_us,
-                     "int8_total_us": tli.total_us + dq_us})
+        cbf, tlbf = gemm(X.astype(np.float32), W.astype(np.float32), version="v3", hw=hw, dtype="bfloat16")
+        xq, sx = _quantise_int8(X, None)
+        wq_t, sw_t = _quantise_int8(W, None)
+        wq_c, sw_c = _quantise_int8(W, 0)
+        ct, tlt = gemm(xq, wq_t, version="v3", hw=hw, deq_scale=float(sx * sw_t))
+        cc, tlc = gemm(xq, wq_c, version="v3", hw=hw, deq_scale=float(sx) * sw_c)
+        err = column_relative_error
+        rows.append({"K": K, "fp16_err": err(c16, ref), "bf16_err": err(bfloat16_to_float(cbf), ref),
+                     "int8_tensor_err": err(ct, ref), "int8_channel_err": err(cc, ref),
+                     "fp16_us": tl16.total_us, "bf16_us": tlbf.total_us, "int8_tensor_us": tlt.total_us,
+                     "int8_channel_us": tlc.total_us})
     return pd.DataFrame(rows).set_index("K")
 
 

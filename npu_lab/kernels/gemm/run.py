@@ -10,7 +10,8 @@ from ...lang import GlobalTensor, launch
 from ...presets import get_preset
 from ...sim.cube_costs import cube_peak_tflops, cube_roofline_us, hbm_roofline_us
 from .kernels import gemm_naive_kernel, gemm_tiled_kernel
-from .reference import _check, gemm_out_dtype
+from ...lang import deq_scale_uint64, float_to_bfloat16
+from .reference import BF16_NAMES, _check, gemm_dtype, gemm_out_dtype
 from .tiling import GemmTiling, gemm_tiling
 
 #: version -> (kernel, what it teaches)
@@ -36,11 +37,14 @@ def _operands(A, B, M, N, K, dtype, timing_only):
 
 def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", out_dtype=None,
          tiling: GemmTiling | None = None, atomic: bool = True, timing_only: bool = False, l2=None,
-         inputs_in_l2: bool = False, **tiling_kw):
+         inputs_in_l2: bool = False, deq_scale=None, **tiling_kw):
     """C = A · B on the cube cores of ``hw``; returns ``(C, timeline)`` (C is None when timing-only).
 
-    ``A`` [M, K] and ``B`` [K, N]: float16, float32 or int8 arrays (in a timing-only run, ``A`` may be
-    the shape ``(M, K)`` and ``B`` ``(K, N)`` with ``dtype=`` in ``tiling_kw``). ``version``: v1..v4
+    ``A`` [M, K] and ``B`` [K, N]: float16, float32 or int8 arrays, or bfloat16 as uint16 bits
+    (:func:`npu_lab.lang.float_to_bfloat16`); ``dtype="bfloat16"`` with float arrays rounds them to
+    bfloat16 first (nearest even). A bfloat16 GEMM returns bfloat16 bits (uint16; read them with
+    ``bfloat16_to_float``), or float32 with ``out_dtype=np.float32``. In a timing-only run, ``A`` may
+    be the shape ``(M, K)`` and ``B`` ``(K, N)`` with ``dtype=`` in ``tiling_kw``. ``version``: v1..v4
     (:data:`GEMM_VERSIONS`). ``tiling``: a :class:`GemmTiling` (default :func:`gemm_tiling` of the
     version; ``base=``, ``k_split=``, ``step_k=`` pass through). ``atomic`` (v4): SetAtomicAdd for
     the K-split (False shows the overwritten partial sums). C starts zeroed (the host clears it; not
@@ -48,7 +52,13 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     ``l2``: an :class:`~npu_lab.sim.l2.L2Cache` (A and B resident in it are read from L2);
     ``inputs_in_l2=True``: A and B were just written by earlier kernels and sit in a fresh L2, so
     every (re-)read of them is an L2 hit (the L2 model has no within-launch reuse yet: without
-    this, a tile read again by another core or another N tile comes from HBM)."""
+    this, a tile read again by another core or another N tile comes from HBM).
+
+    ``deq_scale`` (int8 inputs, v2..v4): dequantise int32 -> half in Fixpipe — a float is one
+    scale for all of C (quantPre DEQF16, ``deqScalar``); a 1-D array of N floats one per column
+    (VDEQF16: the words :func:`~npu_lab.lang.deq_scale_uint64` makes, copied GM -> L1 and handed to
+    Fixpipe as its cbufWorkspace). C is then float16: ``C[m, n] = half(float(C_int32[m, n]) * s[n])``
+    with s[n] cut to the (1, 8, 10) format the hardware multiplies by (随路量化.md)."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
     if version not in GEMM_VERSIONS:
         raise ValueError(f"version must be one of {', '.join(GEMM_VERSIONS)}, got {version!r}")
@@ -57,14 +67,30 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
         (M, K), (K2, N) = A, B
         if K != K2:
             raise ValueError(f"inner dimensions differ: A {A}, B {B}")
-        dtype = np.dtype(dtype or np.float16)
+        dtype = gemm_dtype(np.float16 if dtype is None else dtype)
         gemm_out_dtype(dtype)
     else:
+        if isinstance(dtype, str) and dtype in BF16_NAMES:
+            A, B = np.asarray(A), np.asarray(B)
+            for name, x in (("A", A), ("B", B)):
+                if x.dtype != np.uint16 and not np.issubdtype(x.dtype, np.floating):
+                    raise TypeError(f"dtype='bfloat16': {name} must be float (rounded to bfloat16 here) or uint16 "
+                                    f"bfloat16 bits, got {x.dtype}")
+            A = A if A.dtype == np.uint16 else float_to_bfloat16(A)
+            B = B if B.dtype == np.uint16 else float_to_bfloat16(B)
+        elif dtype is not None and np.asarray(A).dtype != gemm_dtype(dtype):
+            raise TypeError(f"dtype={dtype!r} but A is {np.asarray(A).dtype}: dtype= names the inputs' type of a "
+                            "timing-only run (or 'bfloat16' to round float inputs); cast A and B instead")
         A, B = _check(A, B)
         (M, K), N = A.shape, B.shape[1]
         dtype = A.dtype
+    deq = None
+    if deq_scale is not None:
+        deq, out_dtype = _deq_operand(deq_scale, dtype, out_dtype, version, N, timing_only)
     out = gemm_out_dtype(dtype, out_dtype)
     if tiling is None:
+        if deq is not None and not isinstance(deq, float):
+            tiling_kw["per_channel_dequant"] = True          # L1 keeps room for the quant words
         tiling = gemm_tiling(M, N, K, dtype, hw, version=version, **tiling_kw)
     elif not isinstance(tiling, GemmTiling):
         raise TypeError(f"tiling must be a GemmTiling (from gemm_tiling), got {type(tiling).__name__}")
@@ -72,8 +98,10 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
         raise TypeError(f"pass either tiling= or tiling options ({sorted(tiling_kw)}), not both")
     if (tiling.M, tiling.N, tiling.Ka) != (M, N, K):
         raise ValueError(f"the tiling is for {tiling.M}x{tiling.N}x{tiling.Ka}, the matrices are {M}x{N}x{K}")
-    if tiling.kSplit > 1 and atomic and out == np.float16 and version == "v4":
-        pass    # half atomic add exists (SetAtomicAdd.md); its rounding per partial sum is the price
+    if tiling.kSplit > 1 and atomic and out == np.uint16:
+        raise TypeError("a bfloat16 K-split adds its partial sums into GM with SetAtomicAdd<bfloat16_t>: the A2 has it "
+                        "(原子操作/SetAtomicAdd.md) but the model's atomic add does not take bfloat16 bits; pass "
+                        "out_dtype=np.float32 (float partial sums, SetAtomicAdd<float>) or k_split=1")
     a, b = _operands(A, B, M, N, K, dtype, timing_only)
     if inputs_in_l2:
         if l2 is not None:
@@ -84,16 +112,41 @@ def gemm(A, B, *, version: str = "v3", hw: HardwareSpec | str = "ascend-910b2", 
     c = GlobalTensor.empty(M * N, out, "C", timing_only=timing_only)
     kernel = GEMM_VERSIONS[version][0]
     use_atomic = bool(atomic) and tiling.kSplit > 1
-    tl = launch(kernel, tiling.usedCoreNum, a, b, c, use_atomic, tiling.pack(), hw=hw, timing_only=timing_only,
-                name=f"gemm_{version}", l2=l2)
+    args = (a, b, c, use_atomic, tiling.pack()) + (() if deq is None else (deq,))
+    tl = launch(kernel, tiling.usedCoreNum, *args, hw=hw, timing_only=timing_only, name=f"gemm_{version}", l2=l2)
     return (None if timing_only else c.data.reshape(M, N).copy()), tl
+
+
+def _deq_operand(deq_scale, dtype, out_dtype, version, N, timing_only):
+    """(the kernel's ``deq`` argument, the output dtype) for ``gemm(..., deq_scale=...)``."""
+    if dtype != np.int8:
+        raise TypeError(f"deq_scale dequantises an int8 GEMM's int32 accumulators in Fixpipe ((V)DEQF16: int32_t -> "
+                        f"half); the inputs are {dtype.name}")
+    if version == "v1":
+        raise ValueError("deq_scale needs a tiled version (v2, v3, v4): the naive kernel v1 writes int32")
+    if out_dtype is not None and np.dtype(out_dtype) != np.float16:
+        raise TypeError(f"(V)DEQF16 writes half; out_dtype must be float16 (or None), got {np.dtype(out_dtype).name}")
+    if np.ndim(deq_scale) == 0:
+        if isinstance(deq_scale, bool) or not isinstance(deq_scale, (int, float, np.integer, np.floating)):
+            raise TypeError(f"deq_scale must be a float (per tensor) or N floats (per channel), got {deq_scale!r}")
+        deq_scale_uint64(np.array([deq_scale], np.float64))        # finite, normal: checked once
+        return float(deq_scale), np.float16
+    s = np.asarray(deq_scale)
+    if s.shape != (N,):
+        raise ValueError(f"per-channel deq_scale must have one scale per column of C: shape ({N},), got {s.shape}")
+    words = np.zeros(-(-N // 4) * 4, np.uint64)                    # whole 32-B units for the GM -> L1 copy
+    words[:N] = deq_scale_uint64(s)
+    if timing_only:
+        return GlobalTensor.empty(words.size, np.uint64, "deq", timing_only=True), np.float16
+    return GlobalTensor.from_array(words, "deq"), np.float16
 
 
 def gemm_roofline(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2") -> dict:
     """The chip's bounds for one GEMM: cube time at the published rate (all cube cores), HBM time
     for the minimum traffic (A, B read once, C written once), and which one binds."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
-    size = np.dtype(dtype).itemsize
+    dtype = gemm_dtype(dtype)
+    size = dtype.itemsize
     out = gemm_out_dtype(dtype).itemsize
     min_bytes = (M * K + K * N) * size + M * N * out
     cube = cube_roofline_us(hw, M, N, K, dtype)

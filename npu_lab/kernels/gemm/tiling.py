@@ -28,7 +28,7 @@ import numpy as np
 from ...hardware import HardwareSpec
 from ...lang.tiling_struct import Int32Struct
 from ...presets import get_preset
-from ...sim.cube_costs import k0_of
+from ...sim.cube_costs import ND2NZ_EFFICIENT_ALIGN_BYTES, k0_of
 
 
 def _ceil(a: int, b: int) -> int:
@@ -130,7 +130,8 @@ def l1_l0_bytes(t: GemmTiling, dtype) -> dict[str, int]:
 
 
 def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str = "ascend-910b2", *,
-                version: str = "v3", base=None, k_split: int | None = None, step_k: int | None = None) -> GemmTiling:
+                version: str = "v3", base=None, k_split: int | None = None, step_k: int | None = None,
+                per_channel_dequant: bool = False) -> GemmTiling:
     """The tiling of one GEMM version (see the module docstring).
 
     * base tiles ``base=(baseM, baseN, baseK)``: default 128 x 128 x 64 (half; K scaled to 32 B
@@ -140,7 +141,9 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
     * ``kSplit`` (v4 only): default enough K-split tasks to fill the cores when M x N alone
       cannot, with singleCoreK a multiple of the L1 panel;
     * the L1 panel (``stepKa`` base K tiles, default: the largest that fits L1 with its buffers,
-      at most singleCoreK): if it covers singleCoreK the A panel is reused across N (``isReuseA``).
+      at most singleCoreK): if it covers singleCoreK the A panel is reused across N (``isReuseA``);
+    * ``per_channel_dequant``: L1 also holds a task's uint64 quant words (singleCoreN rounded up to
+      4, 8 B each: the VDEQF16 Fixpipe's cbufWorkspace), so the panels get that much less of L1.
     """
     hw = get_preset(hw) if isinstance(hw, str) else hw
     for name, v in (("M", M), ("N", N), ("K", K)):
@@ -174,9 +177,12 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
     else:
         single_n = _round(_ceil(N, max(1, cores // m_tiles)), bn)
     n_tiles = _ceil(N, single_n)
+    if not isinstance(per_channel_dequant, (bool, np.bool_)):
+        raise TypeError(f"per_channel_dequant must be True or False, got {per_channel_dequant!r}")
+    reserved = _round(single_n, 4) * 8 if per_channel_dequant else 0
     # the L1 panel: the largest number of base K tiles that fits L1 with its buffers
     per_k = nbuf * (bm + bn) * size
-    max_step = max(1, hw.l1_bytes // (per_k * bk))
+    max_step = max(1, (hw.l1_bytes - reserved) // (per_k * bk))
     if version == "v4":
         if k_split is None:
             free = max(1, cores // (m_tiles * n_tiles))
@@ -197,6 +203,14 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
         step = int(step_k)
     else:
         step = min(max_step, _ceil(single_k, bk))
+        if reserved:
+            # the reserve may cost one base K tile of the panel: keep the panel's rows whole 256-B units
+            # where the full-L1 step had them (else every Nd2Nz row is its own burst: nd2nz_bursts)
+            full = min(max(1, hw.l1_bytes // (per_k * bk)), _ceil(single_k, bk))
+            unit = ND2NZ_EFFICIENT_ALIGN_BYTES
+            if step < full and (full * bk * size) % unit == 0:
+                aligned = [q for q in range(step, 0, -1) if (q * bk * size) % unit == 0]
+                step = aligned[0] if aligned else step
     # two L0 buffers where they fit (double buffering), else one (what Matmul's tiling does with dbL0C)
     db = {name: nbuf if nbuf * need <= cap else 1 for name, need, cap in (
         ("A", bm * bk * size, hw.l0a_bytes), ("B", bk * bn * size, hw.l0b_bytes), ("C", bm * bn * 4, hw.l0c_bytes))}
@@ -204,7 +218,7 @@ def gemm_tiling(M: int, N: int, K: int, dtype=np.float16, hw: HardwareSpec | str
                    baseK=bk, stepKa=step, stepKb=step, depthA1=nbuf * step, depthB1=nbuf * step, dbL0A=db["A"], dbL0B=db["B"],
                    dbL0C=db["C"], usedCoreNum=balanced_block_dim(m_tiles * n_tiles * k_split, cores), kSplit=k_split,
                    isReuseA=int(not naive and step * bk >= single_k), isNaive=int(naive))
-    check_tiling(t, dtype, hw)
+    check_tiling(t, dtype, hw, reserved)
     return t
 
 
@@ -221,9 +235,10 @@ def balanced_block_dim(tasks: int, cores: int) -> int:
     return _ceil(tasks, waves)
 
 
-def check_tiling(t: GemmTiling, dtype, hw: HardwareSpec) -> None:
-    """Raise a ValueError naming each buffer the tiling overflows (and the fix)."""
-    caps = {"L1": hw.l1_bytes, "L0A": hw.l0a_bytes, "L0B": hw.l0b_bytes, "L0C": hw.l0c_bytes}
+def check_tiling(t: GemmTiling, dtype, hw: HardwareSpec, l1_reserved_bytes: int = 0) -> None:
+    """Raise a ValueError naming each buffer the tiling overflows (and the fix); L1 less
+    ``l1_reserved_bytes`` (the quant words of a per-channel dequantisation)."""
+    caps = {"L1": hw.l1_bytes - l1_reserved_bytes, "L0A": hw.l0a_bytes, "L0B": hw.l0b_bytes, "L0C": hw.l0c_bytes}
     need = l1_l0_bytes(t, dtype)
     over = [f"{b}: {need[b]:,} B > {caps[b]:,} B" for b in caps if need[b] > caps[b]]
     if over:
