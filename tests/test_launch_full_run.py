@@ -191,3 +191,30 @@ def test_errors_that_do_not_depend_on_timing_are_raised_in_every_block(kernel, a
     with pytest.raises(error) as info:
         launch(kernel, 2, *args, hw=HW)
     assert "block_classes" not in str(info.value)     # raised by the rule, not by the stream check
+
+
+@npu_kernel(block_classes=_all_same)
+def atomic_scalar_address_kernel(ctx, gm):
+    buf = _scratch(ctx, 64)
+    ctx.duplicate(buf, 1.0, 64)
+    ctx.set_flag("V_S", 0)
+    ctx.wait_flag("V_S", 0)
+    buf.set_value(ctx.get_block_idx(), 1.0)     # a block-dependent address: streams differ, timelines do not
+    ctx.set_flag("S_MTE3", 0)
+    ctx.wait_flag("S_MTE3", 0)
+    ctx.set_atomic_add(np.float32)
+    ctx.data_copy(gm, buf, 64)
+    ctx.set_atomic_none()
+
+
+def test_a_block_timed_again_does_not_add_its_atomic_copy_twice():
+    """A block whose stream differs from its representative's is run a second time for its
+    timeline; under SetAtomicAdd that second run must not accumulate into GM again."""
+    gm = GlobalTensor.from_array(np.zeros(64, np.float32))
+    tl = launch(atomic_scalar_address_kernel, 4, gm, hw=HW)
+    np.testing.assert_array_equal(gm.data, np.full(64, 4.0, np.float32))
+    gm_full = GlobalTensor.from_array(np.zeros(64, np.float32))
+    with full_timing_every_block():
+        full = launch(atomic_scalar_address_kernel, 4, gm_full, hw=HW)
+    np.testing.assert_array_equal(gm_full.data, gm.data)
+    _assert_same_timeline(tl, full)

@@ -153,6 +153,10 @@ class KernelContext(CubeOps, DmaOps, VectorOps, SelectOps, ReduceOps, SortOps, L
         self._block_dim = block_dim
         self.core_type = core_type
         self.timing_only = timing_only
+        #: True when :func:`npu_lab.launch` runs a block a second time, only for its timeline (its
+        #: stream differed from its class representative's): its GM writes are done already, and an
+        #: overwrite may repeat but an atomic add must not (it would add the block's values twice)
+        self.replaying = False
         pipes = VECTOR_PIPES if core_type == "vector" else CUBE_PIPES
         self.core = CoreState(pipes, hw.scalar_issue_cycles, dma_latency_cycles=hw.dma_latency_cycles,
                               dma_outstanding_requests=hw.dma_outstanding_requests,

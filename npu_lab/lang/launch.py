@@ -231,9 +231,10 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
         labels = np.arange(block_dim)
     uniq, first, inverse = _classes(labels)
 
-    def run_block(idx: int, stream: str | None = None):
+    def run_block(idx: int, stream: str | None = None, replaying: bool = False):
         ctx = KernelContext(hw, idx, block_dim, core_type=core_type, timing_only=timing_only,
                             dma_bytes_per_cycle=dma_bpc, stream=stream)
+        ctx.replaying = replaying
         ctx.gm_router = router               # read by DmaOps._dma through sim.l2.gm_bytes_per_cycle
         # float overflow / NaN / invalid casts are silent on the device, as here; one errstate per
         # block rather than per instruction (it is not free: ~1 us a call)
@@ -267,10 +268,14 @@ def launch(kernel, block_dim: int, *args, hw: HardwareSpec | str = "ascend-910b2
                     continue                 # same stream: the representative's timeline
                 # a different stream may still give the same timeline (a scalar SetValue at a
                 # data-dependent UB address moves no clock): decide as without the fast path,
-                # by full timing (the kernel runs again: its outputs are written again, same data)
+                # by full timing (the kernel runs again: its outputs are written again, same data,
+                # but its atomic adds are not repeated)
                 why = "; " + _stream_difference(streams[cls], stream, int(first[cls]), idx)
                 varying.add(cls)
-            if not run_block(idx)[0].same_work_as(traces[cls]):
+                replaying = True
+            else:
+                replaying = False
+            if not run_block(idx, replaying=replaying)[0].same_work_as(traces[cls]):
                 raise SimulationError(
                     f"block_classes says blocks {int(first[cls])} and {idx} do identical work, but "
                     f"their timelines differ{why}; fix the kernel's block_classes")
