@@ -84,7 +84,7 @@ test-browser: install  ## slider notebooks in a real headless chromium (JupyterL
 # device-mode syntax check with libclang (the wheel, installed here), every chip each listing claims.
 check-cpp: install  ## compile every C++ listing against asc-devkit's headers (libclang)
 	$(PY) -c 'import clang.cindex' 2>/dev/null || $(PY) -m pip install --quiet 'libclang>=18.1'
-	$(PY) -m pytest -q -p no:randomly tests/test_cpp_compile.py tests/test_check_cpp.py
+	$(PY) -m pytest -q -p no:randomly tests/test_cpp_compile.py tests/test_check_cpp.py tests/test_decode_cpp_builds.py
 
 bench: install  ## speed figures, measured in one run
 	$(PY) scripts/bench.py
