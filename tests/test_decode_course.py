@@ -179,3 +179,12 @@ def test_calculator_refuses_values_off_its_controls():
     e = KvCalculatorExplorer()
     with pytest.raises((ValueError, AttributeError)):
         e.set(model="llama")
+
+
+def test_the_split_answer_is_not_the_ladders_printed_split():
+    """Exercise 11.3 comes after the ladder's table, which prints v4's pieces at B = 1, N2 = 8: the
+    question's case must need the tiling rule (here its cap by the chunk count), not that number."""
+    from npu_lab.kernels.decode import decode_ladder
+    ladder = decode_ladder(batch=1, context_len=1024, q_heads=32, kv_heads=8, head_dim=128)
+    printed = set(ladder.splits.dropna().astype(int))
+    assert ex11.expected_answers()["check_flash_decode_splits"] not in printed
