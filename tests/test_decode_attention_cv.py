@@ -102,10 +102,12 @@ def test_v3_refuses_float32_kv():
         decode_attention(np.zeros((1, 2, 64), np.float32), k, k, [16], version="v3")
 
 
-def test_ladder_runs_v3_at_the_notebook_shape_and_says_why_not_beyond_its_limit():
+def test_ladder_runs_v3_at_the_notebook_shape_and_at_the_bench_shape():
     from npu_lab.kernels.decode import decode_ladder
     df = decode_ladder(batch=2, context_len=256, q_heads=8, kv_heads=2, head_dim=64, versions=("v2", "v3"))
     v2, v3 = df.set_index("version").loc["v2"], df.set_index("version").loc["v3"]
     assert v3.time_us > 0 and v3.note == "" and v3.time_us < v2.time_us     # the cube does Q·Kᵀ and P·V
+    # no cap: the mixed launch's fast path (block classes + tile_loop fast-forward) runs it at any shape
     big = decode_ladder(batch=64, context_len=8192, q_heads=64, kv_heads=8, head_dim=128, versions=("v3",))
-    assert np.isnan(big.time_us[0]) and "not run" in big.note[0]
+    assert big.time_us[0] > 0 and big.note[0] == ""
+    assert big.time_us[0] >= big.roofline_us[0]              # never faster than HBM

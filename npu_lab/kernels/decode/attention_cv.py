@@ -43,7 +43,16 @@ __all__ = ["decode_attention_cv", "decode_attention_cv_kernel", "CHUNK"]
 CHUNK = 128
 
 
-@npu_kernel(mix=(1, 2))
+def decode_cv_block_classes(block_dim, q_gm, k_gm, v_gm, s_ws, p_ws, out_gm, lens, dims):
+    """AI core groups whose tasks have the same lengths, in order, do identical work (costs depend on
+    the lengths and the fixed dims only; the addresses differ)."""
+    B, Hkv = dims[0], dims[1]
+    seen: dict = {}
+    return np.array([seen.setdefault(tuple(lens[t // Hkv] for t in range(g, B * Hkv, block_dim)), len(seen))
+                     for g in range(block_dim)])
+
+
+@npu_kernel(mix=(1, 2), block_classes=decode_cv_block_classes)
 def decode_attention_cv_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm: GlobalTensor, s_ws: GlobalTensor,
                                p_ws: GlobalTensor, out_gm: GlobalTensor, lens: tuple, dims: tuple):
     """See the module docstring. ``dims`` = (B, Hkv, G, D, Lmax)."""
@@ -62,7 +71,8 @@ def decode_attention_cv_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm
         ctx.pipe.init_buffer(qa2, 1, 16 * wide * 2, name="a2")
         ctx.pipe.init_buffer(qb2, 1, CHUNK * D * 2, name="b2")
         ctx.pipe.init_buffer(qc, 1, 16 * wide * 4, name="c")
-        for task in range(me, tasks, groups):
+        for i in ctx.tile_loop(len(range(me, tasks, groups)), key=lambda i: lens[(me + i * groups) // Hkv]):
+            task = me + i * groups
             b, n = divmod(task, Hkv)
             L = int(lens[b])
             row0 = (b * Hq + n * G) * D
@@ -76,7 +86,8 @@ def decode_attention_cv_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm
             qa1.free_tensor(a1)
             qa2.enque(a2)
             a2 = qa2.deque(dt)
-            for c0 in range(0, L, CHUNK):
+            for ci in ctx.tile_loop(ceil_div(L, CHUNK), key=lambda ci: min(CHUNK, L - ci * CHUNK)):
+                c0 = ci * CHUNK
                 vl = min(CHUNK, L - c0)
                 b1 = qb1.alloc_tensor(dt)
                 ctx.data_copy(b1, k_gm[((b * Lmax + c0) * Hkv + n) * D],
@@ -101,7 +112,8 @@ def decode_attention_cv_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm
             ctx.cross_core_wait_flag(1)                      # both AIVs wrote P
             # ---- O = P · V, K = L in chunks accumulating in L0C
             c = qc.alloc_tensor(np.float32)
-            for c0 in range(0, L, CHUNK):
+            for ci in ctx.tile_loop(ceil_div(L, CHUNK), key=lambda ci: (min(CHUNK, L - ci * CHUNK), ci == 0)):
+                c0 = ci * CHUNK
                 vl = min(CHUNK, L - c0)
                 a1 = qa1.alloc_tensor(dt)
                 ctx.data_copy(a1, p_ws[task * G * Lmax + c0], Nd2NzParams(1, G, vl, 0, Lmax, 16, 1, 0))
@@ -141,7 +153,8 @@ def decode_attention_cv_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm
         ctx.pipe.init_buffer(tmp_buf, max(32, reduce_max_tmp_elements(lpad, 4, False) * 4), name="tmp")
         red, tmp = red_buf.get(np.float32), tmp_buf.get(np.float32)
         scale = 1.0 / math.sqrt(D)
-        for task in range(me, tasks, groups):
+        for i in ctx.tile_loop(len(range(me, tasks, groups)), key=lambda i: lens[(me + i * groups) // Hkv]):
+            task = me + i * groups
             b = task // Hkv
             L = int(lens[b])
             ctx.cross_core_wait_flag(0)
