@@ -214,3 +214,37 @@ def test_a_dropped_wait_in_a_fast_forwarded_loop_is_still_a_race():
     for timing_only in (False, True):
         with pytest.raises(RaceError, match="cross-core race"):
             launch(k, 1, _ws(), timing_only=timing_only)
+
+
+# ---- v3's synchronisation: every flag is needed (the race detector refuses the run without it) ----------
+
+def _v3_small(timing_only):
+    B, Hq, Hkv, D, L = 1, 4, 1, 64, 600
+    if timing_only:
+        return decode_attention_cv((B, Hq, D), (B, L, Hkv, D), (B, L, Hkv, D), (L,), timing_only=True)
+    q, k, v = _qkv(B, Hq, Hkv, D, L)
+    return decode_attention_cv(q, k, v, (L,))
+
+
+@pytest.mark.parametrize("timing_only", [False, True])
+@pytest.mark.parametrize("flag_id", [0, 1, 2])
+def test_v3_dropping_a_cross_core_flag_pair_is_a_race(flag_id, timing_only, monkeypatch):
+    from npu_lab.lang.cross_core import CrossCoreOps
+    from npu_lab.lang.errors import RaceError
+    set_, wait = CrossCoreOps.cross_core_set_flag, CrossCoreOps.cross_core_wait_flag
+    monkeypatch.setattr(CrossCoreOps, "cross_core_set_flag",
+                        lambda self, mode, pipe, f: None if f == flag_id else set_(self, mode, pipe, f))
+    monkeypatch.setattr(CrossCoreOps, "cross_core_wait_flag",
+                        lambda self, f, *a: None if f == flag_id else wait(self, f, *a))
+    with pytest.raises(RaceError, match="cross-core race on GM buffer '(s|p|o)_workspace'"):
+        _v3_small(timing_only)
+
+
+@pytest.mark.parametrize("event", ["V_S", "S_V"])
+def test_v3_dropping_an_intra_core_flag_is_a_race(event, monkeypatch):
+    from npu_lab.lang import RaceError, UnmatchedFlagError
+    from npu_lab.lang.context import KernelContext
+    original = KernelContext.wait_flag
+    monkeypatch.setattr(KernelContext, "wait_flag", lambda self, e, i: None if e == event else original(self, e, i))
+    with pytest.raises((RaceError, UnmatchedFlagError)):
+        _v3_small(True)

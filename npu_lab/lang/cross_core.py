@@ -56,7 +56,9 @@ iteration j - d (d = 1 or 2) shifted by one common period — the pipe rules are
 shift-invariant, so the skipped iterations' sets and waits pair up exactly as they would have. A
 core that cannot reach the cut (it waits for a flag only a later iteration sets, or is in another
 loop) makes the group give up fast-forwarding that loop; mode 0 / SyncAll calls in the period
-couple groups: no jump.
+couple groups: no jump. After a group's jump the race detector forgets the group's earlier GM
+accesses (their pipe counts no longer match the addresses the loop resumes at): a timing-only run
+checks races within the stretches it simulates, a full run checks every access.
 """
 
 from __future__ import annotations
@@ -520,6 +522,12 @@ class MixGroup:
                 for x, prev, now, shifts, _ in plan:
                     x.ctx._apply_shift(prev, now, copies, shifts)
                 self._shift_pending(task, copies * period)
+                # the group's GM access records predate the jump: their clocks no longer line up with
+                # the addresses after it (a loop alternating two workspace slots resumes on the other
+                # slot after an odd jump), so checks restart from the jump (a full run checks all)
+                mine = {x.index for x in self.members if x.task == task}
+                for key, records in self.gm_records.items():
+                    self.gm_records[key] = [r for r in records if r[0] not in mine]
                 skip = copies * d
                 st.cuts.clear()
                 break
