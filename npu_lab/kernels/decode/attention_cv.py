@@ -100,8 +100,9 @@ def decode_attention_cv_kernel(ctx, q_gm: GlobalTensor, k_gm: GlobalTensor, v_gm
             c0 = c * CHUNK
             vl = min(CHUNK, L - c0)
             ctx.cross_core_wait_flag(1)                      # both AIVs wrote P_c
-            a1, b1 = qp1.alloc_tensor(dt), qk1.alloc_tensor(dt)
+            a1 = qp1.alloc_tensor(dt)
             ctx.data_copy(a1, p_ws[slot(c) * CHUNK], Nd2NzParams(1, G, vl, 0, CHUNK, 16, 1, 0))
+            b1 = qk1.alloc_tensor(dt)
             ctx.data_copy(b1, v_gm[((b * Lmax + c0) * Hkv + n) * D], Nd2NzParams(1, vl, D, 0, Hkv * D, round16(vl), 1, 0))
             qp1.enque(a1)
             qk1.enque(b1)
