@@ -12,6 +12,7 @@ from npu_lab.kernels.decode.attention_cv import decode_attention_cv
 from npu_lab.kernels.gemm.epilogue import matmul_leakyrelu
 from npu_lab.lang import FixpipeParamsV220, GlobalTensor, QuantMode_t, TBuf, TPosition, launch, npu_kernel
 from npu_lab.lang.dma import DataCopyExtParams, DataCopyPadExtParams
+from npu_lab.lang.mixed_launch import mixed_fast_path
 from npu_lab.sim.core import SimulationError
 
 COLS = ["core", "pipe", "name", "start_us", "end_us", "bytes"]
@@ -248,3 +249,21 @@ def test_v3_dropping_an_intra_core_flag_is_a_race(event, monkeypatch):
     monkeypatch.setattr(KernelContext, "wait_flag", lambda self, e, i: None if e == event else original(self, e, i))
     with pytest.raises((RaceError, UnmatchedFlagError)):
         _v3_small(True)
+
+
+@pytest.mark.parametrize("B, L", [(24, 1500), (30, 700)])
+def test_v3_timing_only_with_and_without_the_fast_path_are_identical(B, L):
+    shapes = (B, 8, 128), (B, L, 2, 128), (B, L, 2, 128)
+    lens = tuple(L - 37 * (b % 3) for b in range(B))
+    _, fast = decode_attention_cv(*shapes, lens, timing_only=True)
+    with mixed_fast_path(False):
+        _, slow = decode_attention_cv(*shapes, lens, timing_only=True)
+    assert len(slow.launches[0].traces) == slow.launches[0].block_dim       # every group simulated
+    assert len(fast.launches[0].traces) < fast.launches[0].block_dim
+    _same(slow, fast)
+
+
+def test_mixed_fast_path_takes_a_bool():
+    with pytest.raises(TypeError, match="True or False"):
+        with mixed_fast_path("no"):
+            pass

@@ -29,6 +29,8 @@ Fast path, as for vector and cube launches (:mod:`npu_lab.lang.launch`, :mod:`np
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..sim.core import SimulationError
@@ -42,6 +44,23 @@ from .context import KernelContext
 from .cross_core import MixGroup
 from .launch import _classes
 from .loop import _check_count, _Keys
+
+_fast_path = [True]
+
+
+@contextlib.contextmanager
+def mixed_fast_path(enabled: bool = True):
+    """Inside the ``with``, mixed launches use (``True``) or ignore (``False``) their fast path —
+    block classes and tile_loop fast-forward — so every group and iteration is simulated (the
+    reference the fast path is tested and benchmarked against)."""
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"mixed_fast_path(enabled) takes True or False, got {enabled!r}")
+    _fast_path.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _fast_path.pop()
+
 
 #: most AI core groups one mixed launch simulates (three threads each)
 MAX_MIX_BLOCKS = 256
@@ -83,7 +102,7 @@ class MixedKernelContext(KernelContext):
         made no cross-core call, else with the whole AI core group (MixGroup.loop_checkpoint)."""
         count = _check_count(count)
         m = self._mix
-        if not self.timing_only or count < 4 or getattr(self.gm_router, "share", False):
+        if not self.timing_only or count < 4 or getattr(self.gm_router, "share", False) or not _fast_path[-1]:
             yield from range(count)
             return
         keys = _Keys(key)
@@ -144,7 +163,7 @@ def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool,
     # SyncAll need; with waves only intra-group flags are meaningful and starts are recomputed)
     starts0, _ = schedule_blocks(np.zeros(block_dim), cubes, dispatch)
     group = MixGroup(block_dim, cubes, starts0)
-    classifier = None if router.share else getattr(kernel, "block_classes", None)
+    classifier = None if router.share or not _fast_path[-1] else getattr(kernel, "block_classes", None)
     if classifier is not None:
         labels = np.asarray(classifier(block_dim, *args, **kwargs))
         if labels.shape != (block_dim,):
