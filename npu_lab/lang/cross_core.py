@@ -434,11 +434,16 @@ class MixGroup:
         """Every core is blocked or done: settle the loop cuts that cores wait at. True when a
         core was released."""
         released = False
+        if self.error is not None:           # a core failed: the launch is unwinding
+            return False
         for (task, seq), st in self.loops.items():
             if not st.at:
                 continue
             live = [x for x in self.members if x.task == task and x.state != "done"]
             waiting = [x for x in live if x.index in st.at]
+            if not waiting:
+                st.at.clear()
+                continue
             counts = {st.at[x.index][1] for x in waiting}
             if len(waiting) < len(live) or len(counts) > 1:
                 # a core of the group is elsewhere (a flag wait only a later iteration satisfies, another
