@@ -466,6 +466,57 @@ def bench_moe_layer() -> None:
 SECTIONS.append(bench_moe_layer)
 
 
+def bench_mixed() -> None:
+    """Mixed (cube + vector) launches: decode v3 at the decode step's shape (B = 64, 8K, Llama-3-70B
+    heads; target < 100 ms timing-only) and matmul_leakyrelu, with and without the mixed fast path
+    (block classes + tile_loop fast-forward) in one run, and full runs against numpy."""
+    from npu_lab.kernels.decode import decode_attention, decode_attention_reference
+    from npu_lab.kernels.gemm.epilogue import matmul_leakyrelu, matmul_leakyrelu_reference
+    from npu_lab.lang.mixed_launch import mixed_fast_path
+
+    section("mixed launches: decode v3 (cube + vector), B=64 ctx=8K Llama-3-70B heads (target < 100 ms)")
+    lens = np.full(64, 8192)
+    step = lambda: decode_attention((64, 64, 128), ((64, 8192, 8, 128), np.float16), None, lens,  # noqa: E731
+                                    version="v3", timing_only=True)
+    r = step()
+    row("v3 timing-only decode step", median_seconds(step, repeats=3) * 1e3, "ms")
+    cpu = time.process_time()
+    step()
+    row("  the same, CPU time (what load does not inflate)", (time.process_time() - cpu) * 1e3, "ms")
+    row("v3 simulated step", r.timeline.total_us, "us", f"HBM roofline {r.roofline_us:.0f} us, {r.achieved:.1%}")
+    small = np.full(8, 2048)        # where the slow path still finishes in seconds
+    mid = lambda: decode_attention((8, 64, 128), ((8, 2048, 8, 128), np.float16), None, small,  # noqa: E731
+                                   version="v3", timing_only=True)
+    fast = median_seconds(mid, repeats=3)
+    with mixed_fast_path(False):
+        slow = median_seconds(mid, repeats=1, warmup=0)
+    row("v3 timing-only B=8 ctx=2K, fast path", fast * 1e3, "ms")
+    row("  without the fast path (every group, every iteration)", slow * 1e3, "ms", f"{slow / fast:.0f}x slower")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((4, 16, 128)).astype(np.float16)
+    k, v = (rng.standard_normal((4, 512, 2, 128)).astype(np.float16) for _ in range(2))
+    sl = np.array([512, 400, 129, 17])
+    full = median_seconds(lambda: decode_attention(q, k, v, sl, version="v3"), repeats=3)
+    ref = median_seconds(lambda: decode_attention_reference(q, k, v, sl), repeats=3)
+    row("v3 full run B=4 q16 kv2 D128 ctx<=512", full * 1e3, "ms")
+    row("v3 full run / numpy reference", full / ref, "x")
+    shape = (2048, 256), (256, 2048)
+    mm = lambda: matmul_leakyrelu(*shape, 0.1, timing_only=True)  # noqa: E731
+    fast = median_seconds(mm, repeats=3)
+    with mixed_fast_path(False):
+        slow = median_seconds(mm, repeats=1, warmup=0)
+    row("matmul_leakyrelu mixed 2048x256x2048 timing-only", fast * 1e3, "ms",
+        f"without the fast path {slow * 1e3:.0f} ms ({slow / fast:.1f}x)")
+    a = rng.standard_normal((512, 128)).astype(np.float16)
+    b = rng.standard_normal((128, 512)).astype(np.float16)
+    full = median_seconds(lambda: matmul_leakyrelu(a, b, 0.1), repeats=3)
+    ref = median_seconds(lambda: matmul_leakyrelu_reference(a, b, 0.1), repeats=5)
+    row("matmul_leakyrelu mixed 512x128x512 full run / numpy", full / ref, "x", f"full run {full * 1e3:.0f} ms")
+
+
+SECTIONS.append(bench_mixed)
+
+
 def main(argv: list[str]) -> int:
     wanted = [a.lower() for a in argv]
     chosen = [s for s in SECTIONS if not wanted or any(w in s.__name__.lower() for w in wanted)]

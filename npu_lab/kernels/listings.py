@@ -211,7 +211,8 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                  dict(M=100, K=32, N=40, base=(32, 32, 32), cores=1)),
                 entry=("matmul_leakyrelu_mix",), sync_order=True, kernels=("matmul_leakyrelu_mix_kernel",)),
     # decode attention v3, cube + vector (issue 17 item 5): two tasks on one AI core group; L > CHUNK takes the
-    # accumulating P·V chunks (and its PIPE_M barrier), G = 3 leaves AIV1 one row, G = 1 none
+    # online-softmax chunks (P·V of chunk c - 1 after S of c, the accumulator's rescale), G = 3 leaves AIV1 one
+    # row, G = 1 none
     ListingSpec("attention_cv", "decode/attention_cv.cpp", "attention_cv",
                 (dict(B=2, Hq=6, Hkv=2, D=64, Lmax=150, lens=(150, 20), cores=1),
                  dict(B=1, Hq=1, Hkv=1, D=32, Lmax=16, lens=(16,), cores=1)),

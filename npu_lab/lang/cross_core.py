@@ -43,9 +43,22 @@ matching wait makes the waiting core learn it. Two accesses of different cores t
 GM bytes, at least one a write (two atomic adds commute), with no such chain between them are a
 :class:`~npu_lab.lang.errors.RaceError`, whatever the timing. Simplifications: a copy's GM span
 is the hull from its first to its last byte (conservative for strided copies); GM ordering
-between pipes of one core is not checked here; ``ctx.tile_loop`` is not fast-forwarded in a
-mixed kernel (every iteration runs, so timing-only and full runs agree trivially); blocks are
-not deduplicated (``block_classes`` is not used).
+between pipes of one core is not checked here.
+
+Fast path (timing-only runs; :mod:`npu_lab.lang.mixed_launch`): a ``ctx.tile_loop`` whose iterations
+make no cross-core call is fast-forwarded on its core alone, as on a vector or cube core (nothing
+crosses the core's boundary in the skipped iterations; flags other cores posted for it wait unread,
+their times fixed). A loop whose iterations set or wait cross-core flags is fast-forwarded for the
+whole AI core group at once (:meth:`MixGroup.loop_checkpoint`): every live core of the group stops at
+the start of the same iteration j (a consistent cut: nothing is in flight but the flags already
+posted), and the group jumps only when each core's state and the posted, unread flags are those of
+iteration j - d (d = 1 or 2) shifted by one common period — the pipe rules are max-plus and
+shift-invariant, so the skipped iterations' sets and waits pair up exactly as they would have. A
+core that cannot reach the cut (it waits for a flag only a later iteration sets, or is in another
+loop) makes the group give up fast-forwarding that loop; mode 0 / SyncAll calls in the period
+couple groups: no jump. After a group's jump the race detector forgets the group's earlier GM
+accesses (their pipe counts no longer match the addresses the loop resumes at): a timing-only run
+checks races within the stretches it simulates, a full run checks every access.
 """
 
 from __future__ import annotations
@@ -161,6 +174,10 @@ class CrossCoreOps:
             raise AscendCRuleError(f"CrossCoreSetFlag<{mode_id}, {pipe}>: the {kind} has no {p} pipe (its pipes: "
                                    f"{', '.join(self.core.pipes)}; {SET_PAGE})")
         m.group.check_syncall_ids(flag_id, "CrossCoreSetFlag")
+        if mode_id == 0 and m.group.classed:
+            m.group.refuse_coupling(f"CrossCoreSetFlag<0, {pipe}>({flag_id})")
+        m.xcalls += 1
+        m.global_calls += mode_id == 0
         t = self.core.flag_time(p) + CROSS_CORE_FLAG_CYCLES
         self.core.log_call("CrossCoreSetFlag", (mode_id, pipe, flag_id))
         snapshot = m.snapshot(self.core.clock_snapshot(p))
@@ -176,6 +193,7 @@ class CrossCoreOps:
             raise AscendCRuleError(f"CrossCoreWaitFlag modeId must be 0, 1 or 2, got {mode_id!r} ({WAIT_PAGE})")
         flag_id = _check_flag_id(flag_id, "CrossCoreWaitFlag")
         self.core.log_call("CrossCoreWaitFlag", flag_id)
+        m.xcalls += 1
         when, snapshot = m.group.take(m, flag_id)
         m.learn(snapshot)
         self.core.wait_until("S", when + self.core.sync_flag_cycles)
@@ -192,8 +210,12 @@ class CrossCoreOps:
             raise AscendCRuleError("SyncAll<true>() on the AIC of a mixed kernel: isAIVOnly=true synchronises the "
                                    f"vector cores only ({SYNCALL_PAGE}: 对于Mix算子，isAIVOnly设置为true，会导致接口实际只能"
                                    "完成Vector全核同步). Use sync_all(is_aiv_only=False) on every core")
+        if m.group.classed:
+            m.group.refuse_coupling("SyncAll")
         m.group.check_block_dim_for_syncall()
         m.group.syncall_used = True
+        m.xcalls += 1
+        m.global_calls += 1
         m.group.check_syncall_ids(None, "SyncAll")
         self.core.log_call("SyncAll", bool(is_aiv_only))
         # the sync waits for every pipe's issued work (its trigger pipe is PIPE_ALL by default)
@@ -216,6 +238,13 @@ class _Member:
         self.known: dict = {}          # (member index, pipe) -> that pipe's count this core is ordered after
         self.state = "ready"           # ready | blocked | done
         self.blocked_on = None
+        self.xcalls = 0                # cross-core calls so far (a tile_loop period with none is local)
+        self.global_calls = 0          # of which mode 0 sets and SyncAlls (they couple groups)
+        self.loop_seq = 0              # tile_loops of this core coordinated with its group so far
+
+    def next_loop_seq(self) -> int:
+        self.loop_seq += 1
+        return self.loop_seq - 1
 
     def snapshot(self, pipe_clock: tuple) -> dict:
         """What a set on a pipe with clock ``pipe_clock`` orders: those counts of this core, and
@@ -260,6 +289,8 @@ class MixGroup:
         self.cond = threading.Condition()
         self.turn = 0
         self.error: BaseException | None = None
+        self.classed = False                 # only each block class's representative group runs
+        self.loops: dict = {}                # (task, loop seq) -> _LoopCut of a coordinated tile_loop
 
     # ---- membership -------------------------------------------------------------------
     def add(self, task: int, sub: int | None, ctx) -> _Member:
@@ -374,6 +405,142 @@ class MixGroup:
                 f"({SYNCALL_PAGE}: numBlocks必须保证不大于实际运行该算子的AI处理器核数，否则...导致Kernel“卡死”). "
                 f"Launch at most {self.cube_cores} blocks")
 
+    def refuse_coupling(self, what: str) -> None:
+        raise SimulationError(
+            f"{what} in a mixed kernel with block_classes: a mode 0 flag or SyncAll synchronises every AI core "
+            "group of the launch, so no group's timeline is its own and the groups cannot be simulated once per "
+            "class (npu_lab.lang.mixed_launch). Drop block_classes from @npu_kernel, or synchronise within a group "
+            "only (modes 1 and 2)")
+
+    # ---- coordinated fast-forward of a tile_loop with cross-core calls (module docstring) ---
+    def loop_checkpoint(self, m: _Member, seq: int, j: int, count: int, keys, history) -> int | None:
+        """Core ``m`` is at the start of iteration ``j`` of its coordinated loop ``seq`` (its
+        snapshots ``history``, the last at ``j``). Blocks until every live core of its group is at
+        the same cut (or the cut cannot happen); returns the iterations to skip (0: run ``j``), or
+        None when the group gave this loop up (run the rest plainly)."""
+        st = self.loops.setdefault((m.task, seq), _LoopCut())
+        if st.abandoned:
+            return None
+        st.at[m.index] = (j, count, keys, history)
+        while m.index in st.at and not st.abandoned:
+            m.state, m.blocked_on = "blocked", ("loop", seq)
+            self._switch(m)
+        m.state, m.blocked_on = "ready", None
+        if m.index in st.result:
+            return st.result.pop(m.index)
+        return None
+
+    def _resolve_loops(self) -> bool:
+        """Every core is blocked or done: settle the loop cuts that cores wait at. True when a
+        core was released."""
+        released = False
+        if self.error is not None:           # a core failed: the launch is unwinding
+            return False
+        for (task, seq), st in self.loops.items():
+            if not st.at:
+                continue
+            live = [x for x in self.members if x.task == task and x.state != "done"]
+            waiting = [x for x in live if x.index in st.at]
+            if not waiting:
+                st.at.clear()
+                continue
+            counts = {st.at[x.index][1] for x in waiting}
+            if len(waiting) < len(live) or len(counts) > 1:
+                # a core of the group is elsewhere (a flag wait only a later iteration satisfies, another
+                # loop) or runs another trip count: there is no common cut; run the loop plainly
+                st.abandoned = True
+                for x in waiting:
+                    x.state = "ready"
+                st.at.clear()
+                released = True
+                continue
+            js = {st.at[x.index][0] for x in waiting}
+            if len(js) > 1:                  # the laggards run one more iteration
+                top = max(js)
+                for x in waiting:
+                    if st.at[x.index][0] < top:
+                        st.result[x.index] = 0
+                        del st.at[x.index]
+                        x.state = "ready"
+                released = True
+                continue
+            self._jump(task, st, waiting, js.pop())
+            released = True
+        return released
+
+    def _pending(self, task: int):
+        """The flags posted to the cores of group ``task`` and not yet taken, and the half-complete
+        mode 1 / 2 barriers of the group: (structure, times relative to the group's start)."""
+        mine = {x.index for x in self.members if x.task == task}
+        structure, times = [], []
+        for key in sorted((k for k in self.counters if k[0] in mine and self.counters[k]), key=repr):
+            structure.append(("flag", key, len(self.counters[key])))
+            times.extend(t for t, _ in self.counters[key])
+        start = float(self.task_starts[task])
+        for key in sorted((k for k in self.arrivals if k[0] in (1, 2) and k[-1] == task), key=repr):
+            for i in sorted(self.arrivals[key]):
+                if self.arrivals[key][i]:
+                    structure.append(("set", key, i, len(self.arrivals[key][i])))
+                    times.extend(t - start for t, _ in self.arrivals[key][i])
+        stuck = any(v for k, slots in self.arrivals.items() if k[0] not in (1, 2) for v in slots.values())
+        globals_ = tuple(x.global_calls for x in self.members if x.task == task)
+        return (tuple(structure), globals_, stuck), np.array(times, dtype=np.float64)
+
+    def _shift_pending(self, task: int, dt: float) -> None:
+        mine = {x.index for x in self.members if x.task == task}
+        for key in self.counters:
+            if key[0] in mine:
+                self.counters[key] = [(t + dt, s) for t, s in self.counters[key]]
+        for key, slots in self.arrivals.items():
+            if key[0] in (1, 2) and key[-1] == task:
+                for i in slots:
+                    slots[i] = [(t + dt, s) for t, s in slots[i]]
+
+    def _jump(self, task: int, st: "_LoopCut", cores: list, j: int) -> None:
+        """All live cores of group ``task`` are at iteration ``j``: jump when the group is steady."""
+        structure, times = self._pending(task)
+        st.cuts.append((j, structure, times))
+        del st.cuts[:-3]
+        skip = 0
+        for d in (1, 2):
+            prev_cut = next((c for c in st.cuts if c[0] == j - d), None)
+            if prev_cut is None or prev_cut[1] != structure or structure[2]:
+                continue
+            plan, period = [], None
+            for x in cores:
+                _, count, keys, history = st.at[x.index]
+                now = history[-1]
+                prev = next((h for h in history if h.j == j - d), None)
+                if prev is None or now.j != j or prev.structure != now.structure:
+                    break
+                shifts = x.ctx._steady_shifts(prev, now)
+                if shifts is None or shifts[2] is not None or (period is not None and shifts[1] != period):
+                    break
+                period = shifts[1]
+                plan.append((x, prev, now, shifts, keys.repeats(j, count, d)))
+            else:
+                if period is None or not np.all(times - prev_cut[2] == period):
+                    continue
+                copies = min(p[4] for p in plan)
+                if copies < 1:
+                    continue
+                for x, prev, now, shifts, _ in plan:
+                    x.ctx._apply_shift(prev, now, copies, shifts)
+                self._shift_pending(task, copies * period)
+                # the group's GM access records predate the jump: their clocks no longer line up with
+                # the addresses after it (a loop alternating two workspace slots resumes on the other
+                # slot after an odd jump), so checks restart from the jump (a full run checks all)
+                mine = {x.index for x in self.members if x.task == task}
+                for key, records in self.gm_records.items():
+                    self.gm_records[key] = [r for r in records if r[0] not in mine]
+                skip = copies * d
+                st.cuts.clear()
+                break
+        for x in cores:
+            st.result[x.index] = skip
+            x.state = "ready"
+        st.at.clear()
+
     # ---- GM accesses (race detection across cores) ----------------------------------------
     def record_gm(self, m: _Member, pipe: str, buffer, rows, kind: str, name: str, source) -> None:
         """Record a GM access of ``m`` (kind 'r', 'w' or 'a' = atomic add) to the byte intervals
@@ -414,8 +581,7 @@ class MixGroup:
         core is ready and ``m`` is blocked, every core is blocked or done: a hang."""
         n = len(self.members)
         with self.cond:
-            nxt = next((self.members[(m.index + k) % n] for k in range(1, n + 1)
-                        if self.members[(m.index + k) % n].state == "ready"), None)
+            nxt = self._next_ready(m.index)
             if nxt is None:
                 raise SimulationError(self._hang_message())
             self.turn = nxt.index
@@ -424,6 +590,17 @@ class MixGroup:
                 self.cond.wait()
             if self.error is not None:
                 raise _Abort()
+
+    def _next_ready(self, after: int):
+        """The next ready core after member ``after`` (itself last); when none, settle the loop
+        cuts cores wait at (they may release some) and look again."""
+        n = len(self.members)
+        for _ in range(2):
+            nxt = next((self.members[(after + k) % n] for k in range(1, n + 1)
+                        if self.members[(after + k) % n].state == "ready"), None)
+            if nxt is not None or not self._resolve_loops():
+                return nxt
+        return None
 
     def _hang_message(self) -> str:
         blocked = [x for x in self.members if x.state == "blocked"]
@@ -458,7 +635,7 @@ class MixGroup:
                 return
             m.state = "done"
             with self.cond:
-                nxt = next((x for x in self.members if x.state == "ready"), None)
+                nxt = self._next_ready(m.index)
                 if nxt is None:
                     blocked = [x for x in self.members if x.state == "blocked"]
                     if blocked and self.error is None:
@@ -474,6 +651,17 @@ class MixGroup:
             t.join()
         if self.error is not None:
             raise self.error
+
+
+class _LoopCut:
+    """A coordinated tile_loop of one AI core group: the cores waiting at its current cut
+    (member index -> (j, count, keys, history)), what each is told, the last cuts' flag states."""
+
+    def __init__(self):
+        self.at: dict = {}
+        self.result: dict = {}
+        self.cuts: list = []
+        self.abandoned = False
 
 
 def _intervals(rows) -> tuple[np.ndarray, np.ndarray]:

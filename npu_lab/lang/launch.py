@@ -56,14 +56,12 @@ def npu_kernel(fn=None, *, block_classes=None, core_type: str = "vector", mix=No
 
     ``mix=(1, 2)``: a cube + vector kernel (C++ ``__mix__(1, 2)``, KERNEL_TYPE_MIX_AIC_1_2): the body
     runs on one AIC and its two AIVs per block, which talk through GM and cross-core flags
-    (:mod:`npu_lab.lang.mixed_launch`, :mod:`npu_lab.lang.cross_core`); ``core_type`` and
-    ``block_classes`` do not apply."""
+    (:mod:`npu_lab.lang.mixed_launch`, :mod:`npu_lab.lang.cross_core`); ``core_type`` does not apply;
+    ``block_classes`` labels AI core groups (blocks), as for a vector kernel."""
     if mix is not None:
         if tuple(mix) != (1, 2) if isinstance(mix, (tuple, list)) else True:
             raise ValueError(f"mix must be (1, 2) (__mix__(1, 2): one AIC, two AIVs per AI core; the 1:1 and 1:0 "
                              f"forms are not modelled), got {mix!r}")
-        if block_classes is not None:
-            raise ValueError("a mix=(1, 2) kernel takes no block_classes: each AI core group is simulated")
         core_type = "mix_aic_1_2"
     canonical_kernel_type(core_type)          # fail at definition, not at launch
     def wrap(f):

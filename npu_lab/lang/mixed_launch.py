@@ -12,9 +12,24 @@ finished. The timeline (:class:`~npu_lab.sim.mixed.MixedLaunchRecord`) shows AIC
 ``c`` and its AIVs as cores ``cube_cores + 2c`` and ``+ 1``. Launch overhead: the mixed type's
 (:mod:`npu_lab.sim.launch_cost`: 2 x block_dim vector and block_dim cube cores started). HBM
 share: static, as in :mod:`npu_lab.lang.launch`, with one streamer per AI core group (see ``launch_mixed``).
+
+Fast path, as for vector and cube launches (:mod:`npu_lab.lang.launch`, :mod:`npu_lab.lang.loop`):
+
+* ``@npu_kernel(mix=(1, 2), block_classes=f)``: groups with equal labels do identical work (the same
+  instructions and sizes on each of their three cores, addresses aside). A timing-only run
+  simulates each class's first group (its representative) and replicates its three traces; a full
+  run simulates every group (it needs the numbers) and checks that each group's three traces equal
+  its representative's, else a SimulationError. Classes declare the groups independent: a mode 0
+  flag or SyncAll (they synchronise every group) is refused in such a kernel. A timing-only run
+  checks cross-core races only between the cores of a representative group (a full run checks all).
+* ``ctx.tile_loop`` on an AIC or AIV is fast-forwarded in a timing-only run: alone on its core when
+  its iterations make no cross-core call, else for the whole group at a common iteration
+  (:mod:`npu_lab.lang.cross_core`, "Fast path"). Both are exact: tests check timing-only == full.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -27,6 +42,25 @@ from ..sim.schedule import schedule_blocks
 from ..sim.timeline import Timeline, gm_read_bytes
 from .context import KernelContext
 from .cross_core import MixGroup
+from .launch import _classes
+from .loop import _check_count, _Keys
+
+_fast_path = [True]
+
+
+@contextlib.contextmanager
+def mixed_fast_path(enabled: bool = True):
+    """Inside the ``with``, mixed launches use (``True``) or ignore (``False``) their fast path —
+    block classes and tile_loop fast-forward — so every group and iteration is simulated (the
+    reference the fast path is tested and benchmarked against)."""
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"mixed_fast_path(enabled) takes True or False, got {enabled!r}")
+    _fast_path.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _fast_path.pop()
+
 
 #: most AI core groups one mixed launch simulates (three threads each)
 MAX_MIX_BLOCKS = 256
@@ -34,8 +68,8 @@ MIX_RATIOS = {(1, 2): "mix_aic_1_2"}
 
 
 class MixedKernelContext(KernelContext):
-    """A KernelContext that records its GM accesses for the cross-core race detector and runs
-    ``tile_loop`` without fast-forwarding (cross-core flags inside a loop are not periodic state)."""
+    """A KernelContext that records its GM accesses for the cross-core race detector and
+    fast-forwards ``tile_loop`` alone or with its group (module docstring)."""
 
     def _dma(self, pipe, name, local, ub_lo, ub_hi, moved_bytes, gm_bytes, count, *, gm=None,
              block_count=1, burst_bytes=None, gm_step_bytes=0):
@@ -63,7 +97,43 @@ class MixedKernelContext(KernelContext):
         self._mix.group.record_gm(self._mix, "FIX", dst.buffer, rows, kind, "Fixpipe", self.core.events[-1][6])
 
     def tile_loop(self, count, key=None):
-        return range(count)
+        """``ctx.tile_loop`` (:meth:`npu_lab.lang.loop.LoopOps.tile_loop`) on a core of a mixed
+        kernel. A timing-only run jumps over steady iterations: on this core alone while the period
+        made no cross-core call, else with the whole AI core group (MixGroup.loop_checkpoint)."""
+        count = _check_count(count)
+        m = self._mix
+        if not self.timing_only or count < 4 or getattr(self.gm_router, "share", False) or not _fast_path[-1]:
+            yield from range(count)
+            return
+        keys = _Keys(key)
+        history, calls = [], []
+        seq = None                   # None: local so far; an int: coordinated; False: given up
+        j = 0
+        while j < count:
+            history.append(self._loop_snapshot(j))
+            calls.append(m.xcalls)
+            del history[:-3], calls[:-3]
+            skipped = 0
+            if seq is None and len(calls) > 1 and calls[-1] != calls[-2]:
+                seq = m.next_loop_seq()      # the last iteration set or waited a cross-core flag
+            if seq is None:
+                skipped = self._local_fast_forward(j, count, keys, history, calls)
+            elif seq is not False:
+                skipped = m.group.loop_checkpoint(m, seq, j, count, keys, history)
+                if skipped is None:
+                    seq, skipped = False, 0
+            if skipped:
+                j += skipped
+                history.clear()
+                calls.clear()
+                continue
+            yield j
+            j += 1
+
+    def _local_fast_forward(self, j, count, keys, history, calls) -> int:
+        """LoopOps._fast_forward over periods without cross-core calls only."""
+        clean = [h for h, c in zip(history, calls) if c == calls[-1]]   # the counts only grow
+        return self._fast_forward(j, count, keys, clean) if len(clean) > 1 else 0
 
 
 def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool, name, l2, gm_guard):
@@ -93,7 +163,17 @@ def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool,
     # SyncAll need; with waves only intra-group flags are meaningful and starts are recomputed)
     starts0, _ = schedule_blocks(np.zeros(block_dim), cubes, dispatch)
     group = MixGroup(block_dim, cubes, starts0)
-    for task in range(block_dim):
+    classifier = None if router.share or not _fast_path[-1] else getattr(kernel, "block_classes", None)
+    if classifier is not None:
+        labels = np.asarray(classifier(block_dim, *args, **kwargs))
+        if labels.shape != (block_dim,):
+            raise ValueError(f"block_classes returned shape {labels.shape}, expected ({block_dim},)")
+        group.classed = True
+    else:
+        labels = np.arange(block_dim)
+    uniq, first, inverse = _classes(labels)
+    run_tasks = [int(i) for i in first] if timing_only else list(range(block_dim))
+    for task in run_tasks:
         for sub in (None, 0, 1):
             core_type = "cube" if sub is None else "vector"
             idx = task if sub is None else 2 * task + sub
@@ -118,15 +198,29 @@ def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool,
             "the counter non-zero, so the next kernel's CrossCoreWaitFlag on that id would pass at once "
             "(CrossCoreSetFlag(ISASI).md: 用户需要确保配套使用CrossCoreSetFlag和CrossCoreWaitFlag，否则会出现未定义行为). "
             "Add the matching wait, or drop the set")
-    traces = [m.ctx.core.finish() for m in group.members]
-    durations = np.array([max(traces[3 * t + k].duration_cycles for k in range(3)) for t in range(block_dim)])
+    ran = [m.ctx.core.finish() for m in group.members]          # 3 per simulated group, in run_tasks order
+    traces = []
+    for cls, rep in enumerate(first):
+        i = run_tasks.index(int(rep))
+        traces.extend(ran[3 * i:3 * i + 3])
+    if not timing_only and len(uniq) < block_dim:
+        for i, task in enumerate(run_tasks):
+            cls = int(inverse[task])
+            for k in range(3):
+                if not ran[3 * i + k].same_work_as(traces[3 * cls + k]):
+                    raise SimulationError(
+                        f"block_classes says AI core groups {int(first[cls])} and {task} do identical work, but the "
+                        f"{('AIC', 'AIV0', 'AIV1')[k]}'s timelines differ; fix the kernel's block_classes (a group's "
+                        "label must decide every core's instructions and sizes, e.g. its tasks' shapes)")
+    durations = np.array([max(traces[3 * c + k].duration_cycles for k in range(3)) for c in range(len(uniq))])[inverse]
     start, core = schedule_blocks(durations, cubes, dispatch)
     roles = np.tile(np.array([0, 1, 2]), block_dim)
     task_of = np.repeat(np.arange(block_dim), 3)
     block_core = np.where(roles == 0, core[task_of], cubes + 2 * core[task_of] + (roles - 1))
-    hbm = float(sum(t.hbm_read_bytes + t.hbm_write_bytes for t in traces))
-    l2_hits = float(sum(gm_read_bytes(t) - t.hbm_read_bytes for t in traces))
-    repeats = float(sum(t.vector_repeats for t in traces))
+    weight = np.repeat(np.bincount(inverse, minlength=len(uniq)), 3).astype(np.float64)
+    hbm = float(np.array([t.hbm_read_bytes + t.hbm_write_bytes for t in traces], dtype=np.float64) @ weight)
+    l2_hits = float(np.array([gm_read_bytes(t) - t.hbm_read_bytes for t in traces], dtype=np.float64) @ weight)
+    repeats = float(np.array([t.vector_repeats for t in traces], dtype=np.float64) @ weight)
     floor, reason = max((hbm / hw.bytes_per_cycle(hw.hbm_bandwidth_gbps), f"HBM roofline: {hbm:.0f} B at "
                          f"{hw.hbm_bandwidth_gbps:.0f} GB/s"),
                         (l2_hits / hw.bytes_per_cycle(hw.l2_bandwidth_gbps), f"L2 roofline: {l2_hits:.0f} B of L2 hits"),
@@ -136,7 +230,7 @@ def launch_mixed(kernel, block_dim: int, args, kwargs, *, hw, timing_only: bool,
         l2.touch(router.touched())
     record = MixedLaunchRecord(
         name=name or getattr(kernel, "__name__", "kernel"), hw=hw, core_type="vector", block_dim=3 * block_dim,
-        traces=traces, block_class=np.arange(3 * block_dim, dtype=np.int64), block_start=start[task_of],
+        traces=traces, block_class=(3 * inverse[task_of] + roles).astype(np.int64), block_start=start[task_of],
         block_core=block_core.astype(np.int64),
         overhead_cycles=whole_cycles(hw.us_to_cycles(launch_overhead_us(hw, kernel_type, 2 * block_dim))),
         floor_cycles=floor, floor_reason=reason, kernel_type=kernel_type,

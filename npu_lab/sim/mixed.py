@@ -2,7 +2,8 @@
 
 A :class:`MixedLaunchRecord` is a :class:`~npu_lab.sim.timeline.LaunchRecord` whose "blocks" are
 the cores of each AI core group, in the order AIC, AIV0, AIV1 per group (``block_dim`` = 3 x
-groups). AIC ``c`` is core ``c``; its AIVs are cores ``cube_cores + 2c`` and ``cube_cores + 2c + 1``,
+groups); ``traces`` holds three per block class (the kernel's ``block_classes``; one class per
+group without), ``block_class`` = 3 x class + role. AIC ``c`` is core ``c``; its AIVs are cores ``cube_cores + 2c`` and ``cube_cores + 2c + 1``,
 so a timeline shows the AIC's pipes (MTE2, MTE1, M, FIX) and the AIVs' (MTE2, V, MTE3) in their own
 lanes. Utilisation counts every cube and vector core of the chip.
 """
@@ -25,6 +26,11 @@ ROLES = ("AIC", "AIV0", "AIV1")
 class MixedLaunchRecord(LaunchRecord):
     groups: int = 0              # AI core groups (the kernel's block_dim)
 
+    def _durations(self) -> np.ndarray:
+        """Each core's busy span (cycles), AIC, AIV0, AIV1 per group (traces are per block class:
+        ``block_dim`` = 3 x groups entries of ``block_class`` index them)."""
+        return np.array([t.duration_cycles for t in self.traces], dtype=np.float64)[self.block_class]
+
     def core_slots(self) -> int:
         """Cores a timeline of this launch has rows for: every AIC and AIV of the chip."""
         return self.hw.cube_cores + self.hw.vector_cores
@@ -37,7 +43,7 @@ class MixedLaunchRecord(LaunchRecord):
 
     @cached_property
     def undispatched_cycles(self) -> float:
-        d = np.array([t.duration_cycles for t in self.traces]).reshape(self.groups, 3).max(axis=1)
+        d = self._durations().reshape(self.groups, 3).max(axis=1)
         start, _ = schedule_blocks(d, self.hw.cube_cores, 0.0)
         return float((start + d).max()) if self.groups else 0.0
 
@@ -50,5 +56,5 @@ class MixedLaunchRecord(LaunchRecord):
 
     def role_durations_us(self) -> dict:
         """{"AIC": [...], "AIV0": [...], "AIV1": [...]}: each core's busy span per group (µs)."""
-        d = np.array([t.duration_cycles for t in self.traces]).reshape(self.groups, 3)
+        d = self._durations().reshape(self.groups, 3)
         return {r: [self.hw.cycles_to_us(float(x)) for x in d[:, i]] for i, r in enumerate(ROLES)}

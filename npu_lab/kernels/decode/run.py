@@ -30,10 +30,6 @@ from .validate import _whole, check_attention
 TOLERANCE = {np.dtype(np.float32): (1e-5, 1e-5), np.dtype(np.float16): (2e-3, 2e-3),
              np.dtype(np.uint16): (2e-3, 2e-3), np.dtype(np.int8): (1e-4, 1e-4)}   # uint16 = bfloat16 bits
 VERSIONS = ("v1", "v2", "v3", "v4", "v5")
-#: v3 (cube + vector in one mixed launch) is simulated core by core, without the block-class
-#: fast-forward the vector versions have: above this many (sequence, KV head) tasks x positions a
-#: timing-only run takes seconds, so the ladder reports it instead of running it
-V3_LADDER_MAX_POSITIONS = 1 << 16
 
 
 @dataclass
@@ -208,13 +204,6 @@ def decode_ladder(batch: int = 4, context_len: int = 1024, q_heads: int = 32, kv
     lens = np.full(batch, context_len)
     for v in versions:
         kv_dtype = np.int8 if v == "v5" else dtype
-        if v == "v3" and batch * kv_heads * context_len > V3_LADDER_MAX_POSITIONS:
-            rows.append(dict(version=v, time_us=np.nan, kv_bytes=kv_bytes_read(lens, kv_heads, head_dim, 2),
-                             roofline_us=decode_roofline_us(lens, kv_heads, head_dim, 2, hw), achieved=np.nan,
-                             splits=np.nan, launches=0,
-                             note=f"not run: the mixed launch is simulated core by core (no fast-forward yet); "
-                                  f"ladder runs it up to {V3_LADDER_MAX_POSITIONS} task positions"))
-            continue
         try:
             r = decode_attention((batch, q_heads, head_dim), ((batch, context_len, kv_heads, head_dim), kv_dtype), None,
                                  lens, version=v, hw=hw, timing_only=True)

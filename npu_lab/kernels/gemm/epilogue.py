@@ -32,7 +32,7 @@ from ...lang import (DataCopyExtParams, DataCopyPadExtParams, FixpipeParamsV220,
                      Nd2NzParams, QuantMode_t, TPosition, TQue, launch, npu_kernel)
 from ...presets import get_preset
 from ...sim.l2 import L2Cache
-from .kernels import ceil_div, copy_b_l1, load_a_l0a, load_b_l0b, round16
+from .kernels import ceil_div, copy_b_l1, gemm_block_classes, load_a_l0a, load_b_l0b, round16
 from .reference import _check
 from .tiling import GemmTiling, block_tasks, gemm_tiling
 
@@ -136,7 +136,13 @@ def _vector_queues(ctx, cols_max: int):
     return q_in, q_out
 
 
-@npu_kernel(mix=(1, 2))
+def epilogue_block_classes(block_dim, a_gm, b_gm, ws_gm, c_gm, alpha, tiling_bytes):
+    """AI core groups whose tasks have the same shapes, in order, do identical work on all three
+    cores (as :func:`~npu_lab.kernels.gemm.kernels.gemm_block_classes` for the cube kernels)."""
+    return gemm_block_classes(block_dim, a_gm, b_gm, c_gm, False, tiling_bytes)
+
+
+@npu_kernel(mix=(1, 2), block_classes=epilogue_block_classes)
 def matmul_leakyrelu_mix_kernel(ctx, a_gm: GlobalTensor, b_gm: GlobalTensor, ws_gm: GlobalTensor,
                                 c_gm: GlobalTensor, alpha: float, tiling_bytes: bytes):
     """``__mix__(1, 2)``: the AIC computes the block's C tiles into ``ws_gm`` (fp16 [M, N]) and
