@@ -515,6 +515,57 @@ def bench_mixed() -> None:
 
 
 SECTIONS.append(bench_mixed)
+def bench_explorer_payload() -> None:
+    """Issue 16 §5 (p16b): what one slider move costs beyond the explorer's update — the bytes of
+    the figure update it sends (the browser parses and redraws them) — and MoeLayerExplorer's
+    preset change (read from the committed grid, first visits)."""
+    import json
+
+    from plotly.serializers import _py_to_js
+
+    from npu_lab.course.explorers.double_buffer import DoubleBufferExplorer
+    from npu_lab.course.explorers.moe_layer import MoeLayerExplorer
+    from npu_lab.course.level0_picture import Level0Explorer
+
+    section("explorer moves: figure-update bytes, MoeLayerExplorer preset change")
+
+    def update_bytes(e, control, values) -> list[int]:
+        sizes, cls = [], type(e.figure)
+        orig = cls._send_update_msg
+
+        def measure(self, restyle_data, relayout_data, trace_indexes=None, **kw):
+            if self is e.figure:        # binary numpy buffers count as their bytes, the rest as JSON
+                msg = _py_to_js(dict(style=restyle_data, layout=relayout_data), None)
+                extra = []
+                text = json.dumps(msg, default=lambda o: extra.append(o.nbytes) or None)
+                sizes.append(len(text) + sum(extra))
+        cls._send_update_msg = measure
+        try:
+            for v in values:
+                control.value = v
+        finally:
+            cls._send_update_msg = orig
+        return sizes
+
+    e = DoubleBufferExplorer()
+    sizes = update_bytes(e, e.tile_s, (16, 32, 16, 8, 4, 8))
+    row("DoubleBufferExplorer (05) timeline update per tileS move, median", statistics.median(sizes) / 1024, "KB",
+        f"worst {max(sizes) / 1024:.0f} KB, {e.max_cores} cores drawn")
+    lv = Level0Explorer()
+    sizes = update_bytes(lv, lv.repeat_time, (3, 4, 5, 4, 3, 2))
+    row("Level0Explorer (02) update per repeatTime move, median", statistics.median(sizes) / 1024, "KB")
+    m = MoeLayerExplorer()
+    times = []
+    for preset in ("Mixtral-like", "DeepSeek-V3-like", "Qwen-MoE-like"):
+        for gating in ("discrete", "v4"):
+            start = time.perf_counter()
+            m.set(preset=preset, gating=gating)
+            times.append(time.perf_counter() - start)
+    row("MoeLayerExplorer (14) preset/gating change, median", statistics.median(times) * 1e3, "ms",
+        f"worst {max(times) * 1e3:.0f} ms, first visits")
+
+
+SECTIONS.append(bench_explorer_payload)
 
 
 def main(argv: list[str]) -> int:

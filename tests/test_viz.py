@@ -24,15 +24,42 @@ def run():
     return t
 
 
+class _Pipe:
+    """A pipe's bars over its traces (one trace per pipe and issuing line), in trace order."""
+
+    def __init__(self, traces):
+        self.traces = traces
+        self.x = [v for tr in traces for v in tr.x]
+        self.base = [v for tr in traces for v in tr.base]
+        self.y = [v for tr in traces for v in tr.y]
+
+
 def _bars(fig):
-    return {tr.name: tr for tr in fig.data}
+    names = list(dict.fromkeys(tr.name for tr in fig.data))
+    return {n: _Pipe([tr for tr in fig.data if tr.name == n]) for n in names}
 
 
 def test_one_trace_per_pipe_plus_launch(run):
     fig = timeline_figure(run)
     assert isinstance(fig, go.Figure) and not isinstance(fig, go.FigureWidget)
-    assert [tr.name for tr in fig.data] == ["launch", "S", "MTE2", "V", "MTE3"]
+    assert list(dict.fromkeys(tr.name for tr in fig.data)) == ["launch", "S", "MTE2", "V", "MTE3"]
     assert all(tr.type == "bar" and tr.orientation == "h" for tr in fig.data)
+    # one legend entry per pipe; its traces (one per issuing line) share its colour and legend group
+    assert [tr.name for tr in fig.data if tr.showlegend] == ["launch", "S", "MTE2", "V", "MTE3"]
+    for tr in fig.data:
+        assert tr.legendgroup == tr.meta["pipe"] and tr.marker.color == fig.data[
+            [t.name for t in fig.data].index(tr.name)].marker.color
+
+
+def test_a_slider_move_sends_numbers_per_bar_and_words_per_trace(run):
+    """The hover's words live in the trace's template; per bar only numbers (a 2-D float array)."""
+    fig = timeline_figure(run)
+    mte2 = _bars(fig)["MTE2"].traces
+    assert len(mte2) == 2                        # x and y are loaded by two lines of the kernel
+    for tr in fig.data:
+        if len(tr.x):
+            assert np.asarray(tr.customdata).dtype.kind == "f" and np.asarray(tr.customdata).shape == (len(tr.x), 4)
+    assert len({tr.hovertemplate for tr in mte2}) == 2
 
 
 def test_every_instruction_is_a_bar_on_its_row(run):
@@ -61,17 +88,25 @@ def test_rows_host_first_then_cores_with_working_pipes(run):
 
 
 def test_hover_names_instruction_block_bytes_and_source_line(run):
-    tr = _bars(timeline_figure(run))["MTE2"]
+    tr = _bars(timeline_figure(run))["MTE2"].traces[0]
     template = tr.hovertemplate
-    for i in range(7):
+    for i in range(4):
         assert f"customdata[{i}]" in template
-    name, block, end, nbytes, source, code, ready = tr.customdata[0]
-    assert ready.startswith("result complete at")      # a copy's data lands a latency after its bar
-    assert name.startswith("DataCopy GM->UB")
+    block, end, nbytes, ready = tr.customdata[0]
+    # a copy's data lands a latency after its bar
+    assert "result complete at %{customdata[3]" in template and ready > end
+    assert "<b>DataCopy GM-&gt;UB" in template
     assert nbytes == 1024 and block in range(8)
-    assert source.startswith("scaled_add.py:")
-    assert "data_copy" in code
+    assert "scaled_add.py:" in template and "data_copy" in template
     assert end == pytest.approx(tr.base[0] + tr.x[0], abs=1e-3)
+
+
+def test_hover_words_cannot_open_a_template_field():
+    from npu_lab.course.viz import _hover
+
+    text = _hover("a%{x}b", "k.py:1", "ctx.f('%{y}', a < b)", False)
+    assert "a%{x}b" not in text and "%{y}'" not in text and "&lt;" in text
+    assert "a&#37;{x}b" in text
 
 
 def test_max_cores_limits_rows_and_title_says_so(run):
@@ -103,11 +138,13 @@ def test_update_timeline_figure_changes_data_in_place(run):
     _, other = scaled_add(1 << 16, None, timing_only=True, tile_len=256, num_buffers=1)
     out = update_timeline_figure(fig, other)
     assert out is fig
-    assert all(a is b for a, b in zip(traces_before, fig.data)) and len(fig.data) == len(traces_before)
+    # the same traces (a pipe with more issuing lines than before would get more, after these)
+    assert all(a is b for a, b in zip(traces_before, fig.data)) and len(fig.data) >= len(traces_before)
     fresh = _bars(timeline_figure(other, max_cores=4))
-    for tr in fig.data:
-        np.testing.assert_allclose(np.asarray(tr.base, float), np.asarray(fresh[tr.name].base, float))
-        assert list(tr.y) == list(fresh[tr.name].y)
+    now = _bars(fig)
+    for name, pipe in now.items():
+        np.testing.assert_allclose(np.asarray(pipe.base, float), np.asarray(fresh[name].base, float))
+        assert list(pipe.y) == list(fresh[name].y)
     assert len(_bars(fig)["MTE2"].x) != len(x_before)
     assert "buffers=1" in fig.layout.title.text
     assert fig.layout.shapes[0].x0 == pytest.approx(other.total_us)      # dotted end-of-run line

@@ -167,6 +167,24 @@ def _title(fp: Level0Footprint) -> str:
     return f"{fp.instruction}: mask {mask}, repeatTime {fp.repeat_time} ({blk})"
 
 
+#: blocks between two labelled ticks of the x axis: a label on every block (64 of them across the
+#: explorer's 512 elements) made each slider move's redraw 3x slower in the browser (plotly lays
+#: every tick label out again on a data change); the block boundaries stay as minor grid lines
+_BLOCKS_PER_LABEL = 8
+
+
+def _x_axis(fp: Level0Footprint, width: int) -> dict:
+    """Elements along x: a grey line at every 32-byte block boundary (minor grid), a number every
+    :data:`_BLOCKS_PER_LABEL` blocks (every block in a picture of at most that many)."""
+    blocks = -(-width // fp.per_block)
+    label_every = fp.per_block * (1 if blocks <= _BLOCKS_PER_LABEL else _BLOCKS_PER_LABEL)
+    return dict(title=f"element from the operand's address ({fp.dtype.name}; a block = {fp.per_block} elements; "
+                      f"grey lines: block boundaries)",
+                tick0=0, dtick=label_every, showgrid=False, zeroline=False,
+                minor=dict(tick0=-0.5, dtick=fp.per_block, showgrid=True, gridcolor="#888", ticklen=0),
+                range=[-0.5, width - 0.5])
+
+
 def level0_figure(fp: Level0Footprint, width: int | None = None, *, widget: bool = False):
     """A picture of ``fp``: one row per operand, one cell per element (grey lines every 32-byte
     block), coloured by the repeat that touches it, blank where nothing does. ``width``: elements
@@ -183,11 +201,9 @@ def level0_figure(fp: Level0Footprint, width: int | None = None, *, widget: bool
         data=[go.Heatmap(z=_plotly_z(z), text=_plotly_lanes(lane_of), customdata=_blocks(fp, int(width)),
                          x=np.arange(width, dtype=np.int32), y=list(fp.offsets), colorscale="Viridis",
                          zmin=0, zmax=max(1, fp.repeat_time - 1), xgap=1, ygap=4, hoverongaps=False,
-                         hovertemplate=_HOVER, colorbar=dict(title="repeat"))],
+                         hovertemplate=_HOVER, colorbar=dict(title="repeat", dtick=1))],
         layout=dict(title=_title(fp), height=260, margin=dict(l=10, r=10, t=50, b=40),
-                    xaxis=dict(title=f"element from the operand's address ({fp.dtype.name}; a block = "
-                                     f"{fp.per_block} elements)", tick0=-0.5, dtick=fp.per_block,
-                               showgrid=True, gridcolor="#888", range=[-0.5, width - 0.5]),
+                    xaxis=_x_axis(fp, int(width)),
                     yaxis=dict(autorange="reversed")))
 
 

@@ -47,13 +47,12 @@ _MAX_EVENTS = 30_000   # bars drawn at most (SVG bars get sluggish beyond this)
 _ROW_PX = 22
 _SEP = " \u00b7 "      # "core 0 · MTE2"
 
-_HOVER = ("<b>%{customdata[0]}</b><br>"
-          "block %{customdata[1]}, %{y}<br>"
-          "%{base:.3f} \u2192 %{customdata[2]:.3f} \u00b5s (%{x:.3f} \u00b5s)<br>"
-          "%{customdata[6]}"
-          "%{customdata[3]} bytes<br>"
-          "%{customdata[4]}: <i>%{customdata[5]}</i>"
-          "<extra>%{fullData.name}</extra>")
+#: hover of one bar. Per bar only numbers travel (customdata = [block, end µs, bytes, result
+#: complete µs]); the words — instruction, source line, code — are the trace's: one trace per pipe
+#: and issuing line (see :func:`_build_timeline_data`)
+_HOVER_HEAD = "<b>{name}</b><br>block %{{customdata[0]}}, %{{y}}<br>%{{base:.3f}} \u2192 %{{customdata[1]:.3f}} \u00b5s (%{{x:.3f}} \u00b5s)<br>"
+_HOVER_TAIL = "result complete at %{customdata[3]:.3f} \u00b5s (after the latency)<br>"
+_HOVER_FOOT = "%{{customdata[2]}} bytes<br>{source}: <i>{code}</i><extra>%{{fullData.name}}</extra>"
 
 
 # ---------------------------------------------------------------------------- timeline
@@ -97,6 +96,17 @@ def _blocks_to_show(timeline: Timeline, max_blocks, max_cores: int) -> tuple[int
     return max(blocks, 1), False
 
 
+def _literal(text: str) -> str:
+    """``text`` as literal words in a hover template: HTML-escaped, and no ``%`` that plotly could
+    take for the start of a ``%{...}`` field."""
+    return html.escape(text).replace("%", "&#37;")
+
+
+def _hover(name: str, source: str, code: str, tail: bool) -> str:
+    return (_HOVER_HEAD.format(name=_literal(name)) + (_HOVER_TAIL if tail else "")
+            + _HOVER_FOOT.format(source=_literal(source), code=_literal(code)))
+
+
 def _timeline_data(timeline: Timeline, max_blocks, max_cores: int):
     """Per-trace bar data, the y rows in display order, and a note on what was cut. Kept on the
     timeline (a finished run does not change): an explorer that shows a cached run again, or
@@ -118,28 +128,35 @@ def _build_timeline_data(timeline: Timeline, max_blocks, max_cores: int):
     label = np.where(host, HOST, "core " + core.astype(str) + _SEP + rows_pipe.astype(str))
     start = df["start_us"].to_numpy(dtype=float)
     end = df["end_us"].to_numpy(dtype=float)
-    code = df["code"].to_numpy(dtype=object)
-    uniq, inv = np.unique(code.astype(str), return_inverse=True)
-    code = np.array([html.escape(c) for c in uniq], dtype=object)[inv]
     ready = df["ready_us"].to_numpy(dtype=float)
-    custom = np.empty((len(df), 7), dtype=object)
-    custom[:, 0] = df["name"].to_numpy(dtype=object)
-    custom[:, 1] = df["block"].to_numpy()
-    custom[:, 2] = np.round(end, 4)
-    custom[:, 3] = df["bytes"].to_numpy()
-    custom[:, 4] = np.where(host, "host", df["source"].to_numpy(dtype=object))
-    custom[:, 5] = np.where(host, "launch overhead (runtime + task scheduler)", code)
     # the latency a bar does not show: the pipe is free at its end, the result complete later
-    tail = ready - end
-    custom[:, 6] = np.where(tail > 1e-9, np.char.add(np.char.add("result complete at ", np.round(ready, 4).astype(str)),
-                                                      " \u00b5s (after the latency)<br>"), "")
+    tail = (ready - end) > 1e-9
+    name = df["name"].to_numpy(dtype=object).astype(str)
+    source = np.where(host, "host", df["source"].to_numpy(dtype=object)).astype(str)
+    code = np.where(host, "launch overhead (runtime + task scheduler)",
+                    df["code"].to_numpy(dtype=object)).astype(str)
+    # 0.1 ns is finer than the hover shows (.3f µs) and keeps a saved figure small
+    numbers = np.stack([df["block"].to_numpy(dtype=float), np.round(end, 4), df["bytes"].to_numpy(dtype=float),
+                        np.round(ready, 4)], axis=1)
     pipe_key = np.where(host, HOST, rows_pipe)
+    # one group per pipe and issuing line (instruction, source, code, whether a latency follows):
+    # its words go into the trace's hover template once, not into every bar (a slider move of
+    # notebook 05 sent ~110 KB of repeated source lines; now ~30 KB)
+    sep = "\x1f"          # (numpy strings drop trailing NULs)
+    site = np.char.add(np.char.add(np.char.add(np.char.add(name, sep), source), np.char.add(sep, code)),
+                       np.where(tail, sep + "t", sep + "f"))
     data = {}
     for key in [HOST, *_trace_pipes(timeline)]:
-        sel = pipe_key == key
-        # 0.1 ns is finer than the hover shows (.3f µs) and keeps a saved figure small
-        data[key] = dict(x=np.round(end[sel] - start[sel], 4), base=np.round(start[sel], 4), y=label[sel],
-                         customdata=custom[sel])
+        sel = np.flatnonzero(pipe_key == key)
+        sites, inv = np.unique(site[sel], return_inverse=True)      # sorted: a stable order per move
+        groups = []
+        for g, text in enumerate(sites):
+            rows = sel[inv == g]
+            n, src, line, has_tail = text.split(sep)
+            groups.append(dict(x=np.round(end[rows] - start[rows], 4), base=np.round(start[rows], 4),
+                               y=label[rows], customdata=numbers[rows],
+                               hovertemplate=_hover(n, src, line, has_tail == "t")))
+        data[key] = groups
     # row order: host on top, then per core its pipes in pipe order (only pipes that did work)
     busy = timeline.busy_us_by_pipe()
     cores_shown = sorted(int(c) for c in np.unique(core) if c >= 0)
@@ -186,6 +203,18 @@ def _timeline_layout(rows, title: str, timeline: Timeline) -> dict:
     )
 
 
+_EMPTY = dict(x=[], base=[], y=[], customdata=[], hovertemplate=None)
+
+
+def _bar_trace(key: str, slot: int, group: dict) -> go.Bar:
+    """Slot ``slot`` of pipe ``key``: a bar trace in the pipe's colour and legend group (one legend
+    entry per pipe: clicking it hides all the pipe's traces)."""
+    meaning = "launch overhead" if key == HOST else PIPE_MEANING.get(key, key)
+    return go.Bar(name=key if key != HOST else "launch", orientation="h", legendgroup=key, showlegend=slot == 0,
+                  marker=dict(color=PIPE_COLOURS.get(key, "#999999"), line=dict(width=0.5, color="rgba(0,0,0,0.4)")),
+                  meta=dict(pipe=key, meaning=meaning, slot=slot), **group)
+
+
 def timeline_figure(timeline: Timeline, *, max_blocks: int | None = None, max_cores: int = 8,
                     widget: bool = False, title: str | None = None):
     """A Gantt chart of a kernel run: what every pipe of every core did, and when.
@@ -210,12 +239,8 @@ def timeline_figure(timeline: Timeline, *, max_blocks: int | None = None, max_co
         raise ValueError(f"max_blocks must be None or a whole number >= 1, got {max_blocks!r}")
     data, rows, note = _timeline_data(timeline, max_blocks, int(max_cores))
     traces = []
-    for key, d in data.items():
-        meaning = "launch overhead" if key == HOST else PIPE_MEANING.get(key, key)
-        traces.append(go.Bar(
-            name=key if key != HOST else "launch", orientation="h", **d,
-            marker=dict(color=PIPE_COLOURS.get(key, "#999999"), line=dict(width=0.5, color="rgba(0,0,0,0.4)")),
-            hovertemplate=_HOVER, meta=dict(pipe=key, meaning=meaning)))
+    for key, groups in data.items():
+        traces += [_bar_trace(key, slot, group) for slot, group in enumerate(groups or [_EMPTY])]
     layout = _timeline_layout(rows, _timeline_title(timeline, title, note), timeline)
     # everything in the constructor: Voila does not show layout changes made before display
     layout["meta"] = dict(kind="timeline", max_blocks=max_blocks, max_cores=int(max_cores),
@@ -234,18 +259,30 @@ def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None)
     if not meta or meta.get("kind") != "timeline":
         raise ValueError("update_timeline_figure needs a figure made by timeline_figure()")
     data, rows, note = _timeline_data(timeline, meta["max_blocks"], meta["max_cores"])
-    by_pipe = {tr.meta["pipe"]: tr for tr in fig.data}
-    missing = [k for k, d in data.items() if k not in by_pipe and len(d["x"])]
+    slots: dict[str, list] = {}
+    for tr in fig.data:
+        slots.setdefault(tr.meta["pipe"], []).append(tr)
+    missing = [k for k, groups in data.items() if k not in slots and groups]
     if missing:
         raise ValueError(f"the new timeline uses pipe(s) {missing} that this figure has no trace for "
                          "(a cube kernel on a vector-kernel figure?); build a new timeline_figure")
+    # a pipe with more issuing lines than traces gets more (rare: another kernel version); they go
+    # in before the batch, which cannot add traces
+    extra = [_bar_trace(k, slot, _EMPTY) for k, groups in data.items() for slot in range(len(slots.get(k, ())), len(groups))]
+    if extra:
+        fig.add_traces(extra)
+        slots = {}
+        for tr in fig.data:
+            slots.setdefault(tr.meta["pipe"], []).append(tr)
     title = title if title is not None else meta.get("custom_title")
     with fig.batch_update():
-        for key, trace in by_pipe.items():
-            d = data.get(key)
-            if d is None:
-                d = dict(x=[], base=[], y=[], customdata=[])
-            trace.x, trace.base, trace.y, trace.customdata = d["x"], d["base"], d["y"], d["customdata"]
+        for key, traces in slots.items():
+            groups = data.get(key, [])
+            for slot, trace in enumerate(traces):
+                d = groups[slot] if slot < len(groups) else _EMPTY
+                trace.x, trace.base, trace.y, trace.customdata = d["x"], d["base"], d["y"], d["customdata"]
+                if d["hovertemplate"] is not None and trace.hovertemplate != d["hovertemplate"]:
+                    trace.hovertemplate = d["hovertemplate"]
         # layout only where it changed: a new height or row list makes the browser lay the plot out
         # again, which a slider move that keeps the rows should not pay
         if list(fig.layout.yaxis.categoryarray or ()) != list(rows):

@@ -935,9 +935,39 @@ _LATENCY_RESULT_JS = r"""
 """
 
 
+_CHOOSE_OPTION_JS = r"""
+(sel, step) => {
+  const i = sel.selectedIndex + step;
+  if (i < 0 || i >= sel.options.length) return false;       // at its end: nothing changes
+  const rec = window.__npuLatency;
+  if (rec && rec.key === null) rec.key = performance.now();
+  sel.selectedIndex = i;
+  sel.dispatchEvent(new Event('change', {bubbles: true}));
+  return true;
+}
+"""
+
+
+def control_handle(control: Any) -> Any:
+    """What takes the keyboard in a control: a slider's noUiSlider handle, a dropdown's
+    ``<select>`` (for :func:`keypress_to_plot_ms`, ArrowDown / ArrowUp choose the next / previous
+    option, as a learner's choice in its list does)."""
+    if control.locator(".noUi-handle").count():
+        return control.locator(".noUi-handle").first
+    return control.locator("select").first
+
+
+def control_value(control: Any) -> str:
+    """A slider's readout or a dropdown's chosen option (its value attribute, an index)."""
+    if control.locator(".noUi-handle").count():
+        return slider_value(control)
+    return control.locator("select").first.input_value()
+
+
 def keypress_to_plot_ms(page: Any, slider: Any, plot: Any, key: str = "ArrowRight", *,
                         notebook_path: str | None = None, timeout: float = PLOT_CHANGE_TIMEOUT) -> dict:
-    """Press ``key`` on ``slider``'s handle and time, in the page's clock, keydown -> the plot's
+    """Press ``key`` on ``slider``'s handle (or a dropdown's select: :func:`control_handle`) and
+    time, in the page's clock, keydown -> the plot's
     data changed. Returns ``{"total_ms", "sent_ms", "first_reply_ms", "replies", "reply_bytes"}``:
     the total, and (when ``notebook_path`` names an open JupyterLab notebook, so its kernel's
     messages can be watched) when the value left for the kernel, when the first comm message came
@@ -946,11 +976,16 @@ def keypress_to_plot_ms(page: Any, slider: Any, plot: Any, key: str = "ArrowRigh
     (e.g. a slider at its end does not move)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-    handle = slider.locator(".noUi-handle").first
+    handle = control_handle(slider)
     handle.focus()
     target = _plot_target(plot, UI_TIMEOUT)
     page.evaluate(_ARM_LATENCY_JS, [target, handle.element_handle(), notebook_path])
-    handle.press(key)
+    if handle.evaluate("e => e.tagName") == "SELECT":
+        # a closed <select> does not step on arrow keys in headless chromium: choose the next
+        # (ArrowDown) or previous (ArrowUp) option as a click in its list does, timed from there
+        handle.evaluate(_CHOOSE_OPTION_JS, 1 if key == "ArrowDown" else -1)
+    else:
+        handle.press(key)
     try:
         page.wait_for_function("() => !!window.__npuLatency && window.__npuLatency.change !== null",
                                timeout=timeout * 1000, polling=20)
