@@ -515,6 +515,8 @@ def bench_mixed() -> None:
 
 
 SECTIONS.append(bench_mixed)
+
+
 def bench_explorer_payload() -> None:
     """Issue 16 §5 (p16b): what one slider move costs beyond the explorer's update — the bytes of
     the figure update it sends (the browser parses and redraws them) — and MoeLayerExplorer's
@@ -568,22 +570,6 @@ def bench_explorer_payload() -> None:
 SECTIONS.append(bench_explorer_payload)
 
 
-def main(argv: list[str]) -> int:
-    wanted = [a.lower() for a in argv]
-    chosen = [s for s in SECTIONS if not wanted or any(w in s.__name__.lower() for w in wanted)]
-    if not chosen:
-        print(f"no section matches {argv}; sections: {[s.__name__ for s in SECTIONS]}")
-        return 2
-    start = time.perf_counter()
-    print(f"npu_lab bench  (python {sys.version.split()[0]}, numpy {np.__version__}; "
-          "medians of repeats, one run)")
-    for fn in chosen:
-        fn()
-    print(f"\ntotal bench time {time.perf_counter() - start:.1f} s")
-    return 0
-
-
-
 def bench_decode_explorer() -> None:
     """Issue 18 §5: DecodeExplorer over every position its sliders offer (each control stepped
     through all its values, nested): the committed grid makes each move a lookup (target < 50 ms)."""
@@ -620,6 +606,22 @@ def bench_decode_explorer() -> None:
 
 
 SECTIONS.append(bench_decode_explorer)
+
+
+def main(argv: list[str]) -> int:
+    wanted = [a.lower() for a in argv]
+    chosen = [s for s in SECTIONS if not wanted or any(w in s.__name__.lower() for w in wanted)]
+    if not chosen:
+        print(f"no section matches {argv}; sections: {[s.__name__ for s in SECTIONS]}")
+        return 2
+    start = time.perf_counter()
+    print(f"npu_lab bench  (python {sys.version.split()[0]}, numpy {np.__version__}; "
+          "medians of repeats, one run)")
+    for fn in chosen:
+        fn()
+    print(f"\ntotal bench time {time.perf_counter() - start:.1f} s")
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
