@@ -133,12 +133,13 @@ class _HalfTileGating(_V4):
         """Gate ``r`` rows of ``x_gm`` (fp32 logits, E per row) into ``idx_gm`` / ``w_gm``."""
         self.x_gm, self.idx_gm, self.w_gm = x_gm, idx_gm, w_gm
         u = self.t.ubFormer
-        loops = [u] * (r // u) + ([r % u] if r % u else [])
-        self.copy_in(0, loops[0])
+        loops = [u] * (r // u) + ([r % u] if r % u else [])     # none for an AIV without rows
         for i, ri in enumerate(loops):
+            if i == 0:
+                self.copy_in(0, ri)
             self.compute(i, ri)
             if i + 1 < len(loops):
-                self.copy_in(i + 1, loops[i + 1])
+                self.copy_in(i + 1, loops[i + 1])      # prefetch into the other VECIN slot
             self.copy_out(i, ri)
 
 
@@ -181,11 +182,10 @@ def fused_router_gating_kernel(ctx, x_gm: GlobalTensor, w_gm: GlobalTensor, ws_g
                 ctx.cross_core_wait_flag(0)
             vm = p.tile_rows(tile)
             half = -(-vm // 2)
-            r = min(half, vm - sub * half)
-            if r > 0:
-                first = tile * R + sub * half
-                op.rows(ws_gm[(g * SLOTS + i % SLOTS) * R * E + sub * half * E], idx_gm[first * K],
-                        weight_gm[first * K], r)
+            r = max(0, min(half, vm - sub * half))
+            first = min(tile * R + sub * half, p.n - 1)
+            op.rows(ws_gm[(g * SLOTS + i % SLOTS) * R * E + sub * half * E], idx_gm[first * K],
+                    weight_gm[first * K], r)
             ctx.cross_core_set_flag(2, "PIPE_MTE3", 1)  # this AIV's half is out: the AIC may reuse the slot
 
 
