@@ -204,7 +204,7 @@ def test_gather_matmul_copies_one_row_at_a_time():
     a_rows = names(fused).str.contains(r"Nd2Nz 1x1x64").sum()
     assert a_rows == d.sorted_row_idx.size                 # one per row (48 columns: one N tile)
     assert names(plain).str.contains(r"Nd2Nz 1x1x64").sum() == 0
-    assert (fused.events()["name"] == "GetValue row ids").sum() == sum(1 for r in rows if r)
+    assert (fused.events()["name"] == "read row ids").sum() == sum(1 for r in rows if r)
 
 
 def test_gather_matmul_bad_input():

@@ -133,7 +133,7 @@ def gather_matmul_kernel(ctx, x_gm: GlobalTensor, src_gm: GlobalTensor, w_gm: Gl
         row = p.offsets[e] + m0                       # first row of the tile in the expert-ordered layout
         if gathered:
             # S: the tile's row ids (GlobalTensor::GetValue each; module docstring)
-            toks = ctx.scalar("GetValue row ids", ub_reads=vm,
+            toks = ctx.scalar("read row ids", ub_reads=vm,
                               compute=lambda row=row, vm=vm: (src_gm.data[row:row + vm] // K).tolist())
             toks = toks or [0] * vm                   # timing-only: addresses do not move the price
 
