@@ -111,7 +111,8 @@ def test_listing_has_the_kernel_shape(spec):
     text = _text(spec)
     unit = L._unit(text)
     methods = {name for owner, name in unit.funcs if owner is not None}
-    cube = spec.path.startswith("gemm/")      # cube kernels: GM -> L1 -> L0 -> GM, no CopyIn/Compute/CopyOut
+    # cube kernels (gemm/, and any KERNEL_TYPE_AIC_ONLY listing): GM -> L1 -> L0 -> GM, no CopyIn/Compute/CopyOut
+    cube = spec.path.startswith("gemm/") or "KERNEL_TYPE_AIC_ONLY" in text
     for part in ("Init", "Process") if cube else ("Init", "Process", "CopyIn", "Compute", "CopyOut"):
         assert part in methods, f"{spec.path}: no kernel class method {part}()"
     # an operator project's shape (issue 15 §2): the TPipe is created in the entry and handed to the

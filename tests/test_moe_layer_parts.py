@@ -36,7 +36,7 @@ def test_split_table_says_which_split_needs_a_merge():
 def test_fusions_save_what_they_should():
     rg = router_gating_fusion(16, 256, 64, 4)
     us = rg["us"].tolist()
-    assert us[0] > us[1] >= us[2]                     # unfused > serial bound >= pipelined bound
+    assert us[0] > us[1] and us[2] >= us[3]           # unfused > fused kernel; serial bound >= pipelined bound
     gm = gather_matmul_fusion([3, 0, 5, 8], 256, 128, 2)
     assert gm["us"].iloc[0] > gm["us"].iloc[1]
     assert gm.attrs["expanded_x_bytes_saved"] == 2 * 16 * 256 * 2

@@ -210,6 +210,20 @@ REGISTRY: dict[str, ListingSpec] = {spec.name: spec for spec in (
                 (dict(M=40, K=70, N=48, base=(32, 32, 32), cores=1), dict(M=16, K=16, N=16, cores=1),
                  dict(M=100, K=32, N=40, base=(32, 32, 32), cores=1)),
                 entry=("matmul_leakyrelu_mix",), sync_order=True, kernels=("matmul_leakyrelu_mix_kernel",)),
+    # router MatMul + gating fused (issue 20 §4b), one AI core group: 4 tiles (the slot wait), E = 60 (the -inf
+    # pad, a 2-list merge), E = 1024 (two UB loops with a prefetch, merges of 32 and 8 lists), K = 1 (WholeReduceMax),
+    # H = 200 (two K panels: the PIPE_M barrier)
+    ListingSpec("fused_router", "moe_layer/fused_router.cpp", "fused_router",
+                (dict(N=49, H=40, E=60, K=4, rows=16, cores=1), dict(N=16, H=32, E=1024, K=8, rows=16, cores=1),
+                 dict(N=40, H=200, E=64, K=1, rows=16, cores=1)),
+                entry=("router_gating_fused",), sync_order=True, kernels=("fused_router_gating_kernel",)),
+    # gather + expert up-GEMM fused (issue 20 §4b), one cube core: an empty expert, a tail M tile, three N tiles;
+    # H = 300 with long A panels (a panel spanning two B panels: the ka != 0 and the keep-the-panel branches); the
+    # L1-resident variant (every N tile from one copy of the gathered rows)
+    ListingSpec("fused_gather", "moe_layer/fused_gather.cpp", "fused_gather",
+                (dict(rows=(3, 0, 20), H=300, F=40, K=2, N=12, base=(16, 16), cores=1),
+                 dict(rows=(5, 7), H=64, F=40, K=1, N=12, base=(16, 16), resident=True, cores=1)),
+                entry=("gather_matmul",), sync_order=True, kernels=("gather_matmul_kernel",)),
     # decode attention v3, cube + vector (issue 17 item 5): two tasks on one AI core group; L > CHUNK takes the
     # online-softmax chunks (P·V of chunk c - 1 after S of c, the accumulator's rescale), G = 3 leaves AIV1 one
     # row, G = 1 none
@@ -976,6 +990,18 @@ def _run(spec: ListingSpec, case: dict):
             b, hq, hkv, d, lmax = (case.pop(x) for x in ("B", "Hq", "Hkv", "D", "Lmax"))
             _, timeline = decode_attention_cv((b, hq, d), (b, lmax, hkv, d), (b, lmax, hkv, d), case.pop("lens"), hw=hw,
                                               timing_only=True)
+        elif spec.version == "fused_gather":
+            from .moe_layer.fused_gather import gather_matmul
+            hw = hw.replace(cube_cores=cores, provenance_note="one cube core") if cores else hw
+            rows = list(case.pop("rows"))
+            h, f, n = case.pop("H"), case.pop("F"), case.pop("N")
+            _, timeline = gather_matmul((n, h), None, np.array(rows), (len(rows), h, f), case.pop("K"), hw=hw,
+                                        timing_only=True, **case)
+        elif spec.version == "fused_router":
+            from .moe_layer.fused_router import fused_router_gating
+            hw = hw.replace(cube_cores=cores, vector_cores=2 * cores, provenance_note="one AI core group") if cores else hw
+            n, h, e = case.pop("N"), case.pop("H"), case.pop("E")
+            _, _, timeline = fused_router_gating((n, h), (h, e), case.pop("K"), hw=hw, timing_only=True, **case)
         elif spec.version == "epilogue_mix":
             from .gemm.epilogue import matmul_leakyrelu
             m, k, n = case.pop("M"), case.pop("K"), case.pop("N")

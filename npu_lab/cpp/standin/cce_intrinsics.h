@@ -159,6 +159,7 @@ template <typename... A> inline __npu_lab_cce_any vadddeqrelu(A&&...) { return {
 template <typename... A> inline __npu_lab_cce_any vadds(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vand(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vbi(A&&...) { return {}; }
+template <typename... A> inline __npu_lab_cce_any vbitsort(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vbrcb(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vcadd(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vcbd_s322s16(A&&...) { return {}; }
@@ -281,6 +282,7 @@ template <typename... A> inline __npu_lab_cce_any vmax(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vmaxs(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vmin(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vmins(A&&...) { return {}; }
+template <typename... A> inline __npu_lab_cce_any vmrgsort4(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vmul(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vmulconv_f162s8(A&&...) { return {}; }
 template <typename... A> inline __npu_lab_cce_any vmulconv_f162u8(A&&...) { return {}; }

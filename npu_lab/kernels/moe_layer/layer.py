@@ -32,6 +32,14 @@ the host ``moe_dispatch``) and the times from timing-only runs of the same kerne
 the full runs' timelines. The gating call is in one place, :func:`run_gating`: with routing options
 (``MoeLayerConfig.gating_options``: sigmoid, bias, groups, ...) it runs the grouped kernel
 (moe_gating/grouped.py), and :func:`moe_layer_reference` routes with the reference and the same options.
+
+Fusions (``fused=``, issue 20 §4b; :mod:`.fusion`): ``"router"`` times router + gating as the
+mixed AIC + AIV kernel (fused_router.py; the "router" row holds the fused kernel, "gating" 0),
+``"gather"`` times gather + up-projection as the cube kernel reading rows by index
+(fused_gather.py, the faster of its two variants; "experts_up" holds it, "gather" 0); ``True``:
+both. The router fusion computes the article's softmax top-K (v4's range, K <= 8, E <= 1024): a
+config with routing options or another gating version is refused. With ``full_kernels=True`` the
+fused kernels compute the indices / weights and the up-projection on the simulator.
 """
 
 from __future__ import annotations
@@ -283,8 +291,32 @@ def stage_table(times_us: dict, notes: dict):
     return pd.DataFrame(rows).set_index("stage")
 
 
+def _fused_set(fused, config: MoeLayerConfig) -> frozenset:
+    """``fused`` (None / False, True, "router", "gather" or a tuple of them) as a set, checked."""
+    if fused is None or fused is False:
+        return frozenset()
+    if fused is True:
+        out = frozenset(("router", "gather"))
+    else:
+        items = (fused,) if isinstance(fused, str) else fused
+        if not isinstance(items, (tuple, list, set, frozenset)) or not all(isinstance(f, str) for f in items):
+            raise TypeError(f"fused must be None, True, 'router', 'gather' or a tuple of them; got {fused!r}")
+        out = frozenset(items)
+        bad = sorted(out - {"router", "gather"})
+        if bad:
+            raise ValueError(f"fused: unknown fusion(s) {bad}; the fusions are 'router' (router MatMul + gating) and "
+                             "'gather' (gather + expert up-projection)")
+    if "router" in out and (config.gating_options or config.gating_version != "v4"):
+        raise ValueError(f"fused='router' fuses the article's softmax top-K (the v4 gating) with the router MatMul; "
+                         f"this config routes with {config.gating_version!r}"
+                         f"{' and options ' + ', '.join(config.gating_options) if config.gating_options else ''}: "
+                         "fuse only the gather (fused='gather') or use gating_version='v4' without options")
+    return out
+
+
 def _timings(n: int, h: int, config: MoeLayerConfig, hw: HardwareSpec, kept_rows, timelines: dict,
-             gating_tl, dispatch_tl, gather_tl) -> tuple[dict, dict]:
+             gating_tl, dispatch_tl, gather_tl, fused: frozenset = frozenset(), router_tl=None,
+             up_tl=None) -> tuple[dict, dict]:
     E, K, F = config.num_experts, config.top_k, config.ffn_dim
     m = int(sum(kept_rows))
     router_us, _ = _gemm_us(n, h, E, config.gemm_version, hw.name)
@@ -306,18 +338,47 @@ def _timings(n: int, h: int, config: MoeLayerConfig, hw: HardwareSpec, kept_rows
     timelines.update({"gating": gating_tl, "dispatch": dispatch_tl})
     if gather_tl is not None:
         timelines["gather"] = gather_tl
+    if "router" in fused:
+        times["router"], times["gating"] = router_tl.total_us, 0.0
+        notes["router"] = f"fused router MatMul + gating (mixed AIC + 2 AIV), [{n}, {h}]·[{h}, {E}] + top-{K}"
+        notes["gating"] = "in the fused router kernel"
+        timelines["router"] = router_tl
+        timelines.pop("gating", None)
+    if "gather" in fused and m:
+        variant, tl = up_tl
+        times["gather"], times["experts_up"] = 0.0, tl.total_us
+        notes["gather"] = "in the fused gather + up-projection kernel"
+        notes["experts_up"] = f"fused gather + grouped up-GEMM ({variant}), [n_e, {h}]·[{h}, {F}] rows by index"
+        timelines["experts_up"] = tl
+        timelines.pop("gather", None)
     return times, notes
 
 
+def _fused_timelines(fused: frozenset, n: int, h: int, config: MoeLayerConfig, hw, kept_rows):
+    """Timing-only runs of the fused kernels the layer uses: (router Timeline or None, (variant,
+    Timeline) of the gather + up-projection or None)."""
+    from .fusion import best_gather_matmul
+    from .fused_router import fused_router_gating
+
+    router_tl = up = None
+    if "router" in fused:
+        router_tl = fused_router_gating((n, h), (h, config.num_experts), config.top_k, hw=hw, timing_only=True)[2]
+    if "gather" in fused and sum(kept_rows):
+        up = best_gather_matmul(kept_rows, h, config.ffn_dim, config.top_k, n, hw=hw)
+    return router_tl, up
+
+
 def moe_layer(hidden, router_weight, experts, config: MoeLayerConfig, *, hw: HardwareSpec | str = "ascend-910b2",
-              full_kernels: bool = False) -> MoeLayerResult:
+              full_kernels: bool = False, fused=None) -> MoeLayerResult:
     """Run one MoE layer: ``hidden`` [N, H], ``router_weight`` [H, E], ``experts`` = (w_up [E, H, F],
     w_down [E, F, H]); everything is cast to float16 (the cube's input type). Returns the output
     float32 [N, H] (tokens all of whose slots were dropped get 0; no residual is added), the stage
     table and the timelines. ``full_kernels``: compute every simulated stage's numbers on the
-    simulator too (slow; see the module doc)."""
+    simulator too (slow; see the module doc). ``fused``: None, True, "router", "gather" or a tuple
+    (the module doc's Fusions)."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
     x, r, up, down = _check(hidden, router_weight, experts, config)
+    fused = _fused_set(fused, config)
     n, h = x.shape
     E, K = config.num_experts, config.top_k
     timelines = {}
@@ -327,6 +388,9 @@ def moe_layer(hidden, router_weight, experts, config: MoeLayerConfig, *, hw: Har
     else:
         logits = _mm(x, r)
     idx, w, gating_tl = run_gating(logits, n, config, hw, timing_only=False)
+    if full_kernels and "router" in fused:       # the fused kernel's own indices and weights route the layer
+        from .fused_router import fused_router_gating
+        idx, w, _ = fused_router_gating(x, r, K, hw=hw)
     cap = _capacity(config, n)
     d = moe_dispatch(idx, w, num_experts=E, capacity=cap)
     if full_kernels:
@@ -341,13 +405,21 @@ def moe_layer(hidden, router_weight, experts, config: MoeLayerConfig, *, hw: Har
         rows, gather_tl = gather_rows(x, d.sorted_row_idx, K, hw=hw, timing_only=not full_kernels)
         if rows is None:
             rows = x[d.sorted_row_idx.astype(np.int64) // K]
+    if full_kernels and "gather" in fused and m:   # the up-projection by the fused kernel, rows read by index
+        from .fused_gather import gather_matmul
+        up_rows, _ = gather_matmul(x, d.sorted_row_idx, d.expert_tokens_count, up, K, hw=hw)
     # expert FFNs, expert by expert over the dropless layout [M, H] (rows of expert e contiguous)
     y = np.zeros((m, h), np.float32)
     start = 0
     for e, cnt in enumerate(d.expert_tokens_count.tolist()):
         if cnt:
             block = rows[start:start + cnt]
-            if full_kernels:
+            if full_kernels and "gather" in fused:
+                a = up_rows[start:start + cnt]
+                a16 = _act(config, a).astype(np.float16)
+                y[start:start + cnt], tl_dn = gemm(a16, down[e], version=config.gemm_version, hw=hw,
+                                                   out_dtype=np.float32)
+            elif full_kernels:
                 a, tl_up = gemm(block, up[e], version=config.gemm_version, hw=hw, out_dtype=np.float32)
                 a16 = _act(config, a).astype(np.float16)
                 y[start:start + cnt], tl_dn = gemm(a16, down[e], version=config.gemm_version, hw=hw,
@@ -363,16 +435,18 @@ def moe_layer(hidden, router_weight, experts, config: MoeLayerConfig, *, hw: Har
         padded = np.zeros((E * cap, h), np.float32)
         padded[d.expanded_row_idx[d.sorted_row_idx]] = y
         out = moe_combine(padded.reshape(E, cap, h), d)
-    times, notes = _timings(n, h, config, hw, d.expert_tokens_count.tolist(), timelines, gating_tl, dispatch_tl,
-                            gather_tl)
+    kept = d.expert_tokens_count.tolist()
+    router_tl, up_tl = _fused_timelines(fused, n, h, config, hw, kept)
+    times, notes = _timings(n, h, config, hw, kept, timelines, gating_tl, dispatch_tl, gather_tl, fused, router_tl,
+                            up_tl)
     return MoeLayerResult(out, stage_table(times, notes), timelines, d, idx, w, n)
 
 
 def moe_layer_timing(num_tokens: int, hidden_dim: int, config: MoeLayerConfig, *,
-                     hw: HardwareSpec | str = "ascend-910b2", expert_rows=None) -> MoeLayerResult:
+                     hw: HardwareSpec | str = "ascend-910b2", expert_rows=None, fused=None) -> MoeLayerResult:
     """Timing-only: the same stage table from the shapes alone. ``expert_rows``: tokens each expert
     receives (default: the N·K slots spread evenly, capped at the capacity) — the expert GEMMs are
-    the only stage whose time depends on how the tokens route."""
+    the only stage whose time depends on how the tokens route. ``fused``: as :func:`moe_layer`."""
     hw = get_preset(hw) if isinstance(hw, str) else hw
     for name, v in (("num_tokens", num_tokens), ("hidden_dim", hidden_dim)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -393,8 +467,11 @@ def moe_layer_timing(num_tokens: int, hidden_dim: int, config: MoeLayerConfig, *
     dispatch_tl = moe_dispatch_kernel_run((n, K), num_experts=E, capacity=cap, hw=hw, timing_only=True).timeline
     m = sum(expert_rows)
     gather_tl = gather_rows((n, int(hidden_dim)), m, K, hw=hw, timing_only=True)[1] if m else None
+    fused = _fused_set(fused, config)
+    router_tl, up_tl = _fused_timelines(fused, n, int(hidden_dim), config, hw, expert_rows)
     timelines = {}
-    times, notes = _timings(n, int(hidden_dim), config, hw, expert_rows, timelines, gating_tl, dispatch_tl, gather_tl)
+    times, notes = _timings(n, int(hidden_dim), config, hw, expert_rows, timelines, gating_tl, dispatch_tl, gather_tl,
+                            fused, router_tl, up_tl)
     return MoeLayerResult(None, stage_table(times, notes), timelines, None, tokens=n)
 
 
