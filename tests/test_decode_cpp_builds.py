@@ -12,19 +12,9 @@ from npu_lab.cpp import compile_check as cc
 from npu_lab.kernels.decode import decode_attention
 from npu_lab.kernels.decode.listing_cases import CPP_BUILDS, cpp_build_text
 from npu_lab.lang import float_to_bfloat16
+from tests.test_cpp_compile import _devkit_or_skip
 
 BUILDS = [(listing, *b[:3]) for listing, builds in CPP_BUILDS.items() for b in builds]
-
-
-def _devkit_or_skip():
-    try:
-        kit = cc.find_devkit()
-    except cc.HeadersMissing as e:
-        pytest.skip(str(e))
-    if kit is None:
-        pytest.skip(cc.NO_HEADERS_MESSAGE)
-    if not cc.backend():
-        pytest.skip("neither libclang (pip install libclang; `make check-cpp` does it) nor g++ is installed")
 
 
 def test_the_bf16_build_is_registered_and_the_python_runs_bf16():

@@ -626,11 +626,9 @@ class CubeOps(CrossCoreOps):
             else:
                 out = vals.astype(dst.dtype)                     # F322F16: round to nearest even
         idx = (np.arange(m)[:, None] * p.dst_stride + np.arange(n)).ravel()
-        if atomic is not None:           # (SetAtomicAdd<T> refuses uint16, so never bfloat16 bits here)
-            if not self.replaying:       # a block timed again has added its partial sums already
-                dst.data[idx] = (dst.data[idx] + out.ravel()).astype(dst.dtype)
-        else:
-            dst.data[idx] = out.ravel()
+        # overwrite, or add under SetAtomicAdd (which refuses uint16, so never bfloat16 bits here):
+        # the one GM store the DMA copies use too
+        self._gm_store(dst, idx, out.ravel())
 
     def _check_quant_workspace(self, ws, n: int) -> None:
         """The cbufWorkspace of a tensor-quant Fixpipe (FIXPIPE_PAGE, 表2 cbufWorkspace; 约束说明):
