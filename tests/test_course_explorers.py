@@ -288,3 +288,26 @@ def test_explorers_precompute_the_next_moves_while_the_kernel_is_idle(monkeypatc
         assert tse.error is None
     tse.S.value = 1025                           # one step of a shape slider: warmed too
     assert tse.error is None and tse.result.latency_us > 0
+
+
+def test_a_committed_grid_is_written_exactly_and_whole(tmp_path):
+    """The explorers' grids (tuning, decode, MoE layer) are written by one helper: float64 values
+    round-trip exactly, and a write that fails leaves the previous file as it was."""
+    import pandas as pd
+
+    from npu_lab.course.explorers._base import _commit_grid_csv
+
+    path = tmp_path / "grid.csv"
+    frame = pd.DataFrame({"x": [0.1 + 0.2, 1 / 3, 1e-300], "k": [1, 2, 3]})
+    assert _commit_grid_csv(frame, path) == path
+    assert pd.read_csv(path)["x"].tolist() == frame["x"].tolist()
+    before = path.read_bytes()
+
+    class Broken(pd.DataFrame):
+        def to_csv(self, target, **kwargs):
+            open(target, "w").write("half a row,")
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        _commit_grid_csv(Broken(frame), path)
+    assert path.read_bytes() == before

@@ -41,6 +41,16 @@ _DROPDOWN = dict(width="300px")
 _ERROR_STYLE = "color:#b00020"
 
 
+def _commit_grid_csv(frame, path):
+    """Write an explorer's precomputed grid to ``path`` (data/): float64 exactly
+    (``%.17g`` round-trips), and whole or not at all (a temporary file, then one rename), so a
+    stopped regeneration never leaves a half-written grid that the staleness check might accept."""
+    tmp = path.with_suffix(".tmp")
+    frame.to_csv(tmp, index=False, float_format="%.17g")
+    tmp.replace(path)
+    return path
+
+
 def minimum_hbm_bytes(B: int, S: int, E: int, K: int, dtype_bytes: int = 4) -> int:
     """The least HBM traffic any MoeGatingTopK can move: read the logits once
     (B·S·E·dtype) and write the outputs once (B·S·K indices int32 + weights float32 = 8 B each)."""

@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 from ...kernels.decode import decode_attention
 from ...kernels.decode.tiling import decode_tiling
 from ...presets import DATA_DIR, get_preset
-from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
+from ._base import _commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
 
 __all__ = ["DecodeExplorer", "CONTEXTS", "GROUPS", "BATCHES", "SPLITS", "KV_HEADS", "HEAD_DIM", "decode_grid",
            "write_decode_grid", "GRID_PATH"]
@@ -110,9 +110,7 @@ def write_decode_grid(path: Path | None = None, progress=None) -> Path:
     ``python -c 'from npu_lab.course.explorers.decode import write_decode_grid; write_decode_grid()'``."""
     path = GRID_PATH if path is None else Path(path)
     grid = decode_grid(progress=progress)
-    tmp = path.with_suffix(".tmp")
-    grid.to_csv(tmp, index=False, float_format="%.17g")     # exact float64 round trip
-    tmp.replace(path)                                        # whole or not at all
+    _commit_grid_csv(grid, path)
     _load_grid.cache_clear()
     return path
 

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from ...kernels.moe_layer import ROUTER_PRESETS, STAGES, moe_layer_timing
 from ...presets import DATA_DIR
-from ._base import _DROPDOWN, _check_choice, _Explorer
+from ._base import _commit_grid_csv, _DROPDOWN, _check_choice, _Explorer
 
 __all__ = ["MoeLayerExplorer", "TOKEN_STEPS", "layer_stages", "moe_layer_grid", "write_moe_layer_grid"]
 
@@ -80,9 +80,7 @@ def write_moe_layer_grid() -> Path:
     """Recompute and commit the explorer's grid (after a kernel or the cost model changed):
     ``python -c 'from npu_lab.course.explorers.moe_layer import write_moe_layer_grid as w; w()'``."""
     grid = moe_layer_grid()
-    tmp = GRID_PATH.with_suffix(".tmp")
-    grid.to_csv(tmp, index=False, float_format="%.17g")     # exact float64 round trip
-    tmp.replace(GRID_PATH)                                   # whole or not at all
+    _commit_grid_csv(grid, GRID_PATH)
     _load_grid.cache_clear()
     _GRIDS.clear()
     return GRID_PATH

@@ -23,7 +23,7 @@ from ...kernels.moe_gating import autotune, sweep
 from ...kernels.moe_gating.sweep import TuneResult
 from ...presets import DATA_DIR
 from ..viz import latency_sweep_figure, update_latency_sweep
-from ._base import _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _check_int, _check_list, _error_html, _Explorer, _LRU, MOE_CHIPS
+from ._base import _commit_grid_csv, _EXPECTED_ERRORS, TILE_S_VERSIONS, _check_choice, _check_int, _check_list, _error_html, _Explorer, _LRU, MOE_CHIPS
 
 #: candidate tileS values the sweep and the tuner try
 TUNING_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -56,9 +56,7 @@ def write_tuning_grid() -> Path:
     """Recompute and commit the explorer's sweeps (after the cost model or a kernel changed):
     ``python -c 'from npu_lab.course.explorers.tuning import write_tuning_grid; write_tuning_grid()'``."""
     grid = tuning_grid()
-    tmp = GRID_PATH.with_suffix(".tmp")
-    grid.to_csv(tmp, index=False, float_format="%.17g")     # exact float64 round trip
-    tmp.replace(GRID_PATH)                                   # whole or not at all
+    _commit_grid_csv(grid, GRID_PATH)
     _load_grid.cache_clear()
     return GRID_PATH
 
