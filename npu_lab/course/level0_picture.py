@@ -30,6 +30,7 @@ import plotly.graph_objects as go
 from ..lang.vector import (BinaryRepeatParams, UnaryRepeatParams, _footprint as _lang_footprint,
                            lanes_of)
 from .explorers._base import _Explorer
+from .figure_widget import ExplorerFigureWidget
 
 __all__ = ["Level0Footprint", "level0_footprint", "level0_figure", "Level0Explorer", "BINARY", "UNARY"]
 
@@ -196,7 +197,7 @@ def level0_figure(fp: Level0Footprint, width: int | None = None, *, widget: bool
         last = max(fp.last_element(op) for op in fp.offsets)
         width = max(per_repeat, -(-(last + 1) // fp.per_block) * fp.per_block)
     z, lane_of = _grid(fp, int(width))
-    cls = go.FigureWidget if widget else go.Figure
+    cls = ExplorerFigureWidget if widget else go.Figure
     return cls(
         data=[go.Heatmap(z=_plotly_z(z), text=_plotly_lanes(lane_of), customdata=_blocks(fp, int(width)),
                          x=np.arange(width, dtype=np.int32), y=list(fp.offsets), colorscale="Viridis",

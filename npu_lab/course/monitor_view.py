@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from ..sim.monitor import CATEGORIES, MonitorReport, monitor
 from ..sim.timeline import Timeline
+from .figure_widget import ExplorerFigureWidget
 
 __all__ = ["monitor_bars_figure", "utilisation_heatmap", "monitor_ladder", "monitor_course", "CATEGORY_COLOURS",
            "LADDER_COLUMNS", "COURSE_COLUMNS"]
@@ -65,7 +66,7 @@ def monitor_bars_figure(run, *, max_cores: int = 8, widget: bool = False, title:
                   barmode="stack", height=380, margin=dict(l=10, r=10, t=50, b=60),
                   yaxis=dict(title=dict(text="\u00b5s"), rangemode="tozero", automargin=True),
                   legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
-    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+    return (ExplorerFigureWidget if widget else go.Figure)(data=traces, layout=layout)
 
 
 def utilisation_heatmap(run, *, max_cores: int = 48, widget: bool = False, title: str | None = None):
@@ -83,7 +84,7 @@ def utilisation_heatmap(run, *, max_cores: int = 48, widget: bool = False, title
     layout = dict(title=dict(text=title or "Pipe utilisation per core (msprof's names)", x=0.01),
                   height=max(240, 18 * len(cores) + 120), margin=dict(l=10, r=10, t=50, b=40),
                   yaxis=dict(autorange="reversed", automargin=True), xaxis=dict(type="category"))
-    return (go.FigureWidget if widget else go.Figure)(data=[trace], layout=layout)
+    return (ExplorerFigureWidget if widget else go.Figure)(data=[trace], layout=layout)
 
 
 #: the columns of monitor_ladder's DataFrame (after ``version``)

@@ -65,6 +65,7 @@ from ..hardware import HardwareSpec
 from ..presets import get_preset
 from ..sim.timeline import Timeline
 from .viz import PIPE_COLOURS
+from .figure_widget import ExplorerFigureWidget
 
 __all__ = ["STAGES", "STAGE_PIPES", "pipeline_schedule", "pipeline_latency", "steady_state_period",
            "period_formula", "handoff_costs", "stage_durations", "pipeline_figure", "update_pipeline_figure"]
@@ -331,7 +332,7 @@ def pipeline_figure(schedules, *, widget: bool = False, title: str | None = None
                    automargin=True),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
         meta=dict(kind="pipeline", custom_title=title), uirevision="pipeline")
-    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+    return (ExplorerFigureWidget if widget else go.Figure)(data=traces, layout=layout)
 
 
 def update_pipeline_figure(fig, schedules, *, title: str | None = None):

@@ -33,6 +33,7 @@ import plotly.graph_objects as go
 
 from ..sim.core import ALL_PIPES, CUBE_PIPES, PIPE_MEANING, VECTOR_PIPES
 from ..sim.timeline import Timeline
+from .figure_widget import ExplorerFigureWidget
 
 __all__ = ["PIPE_COLOURS", "timeline_figure", "update_timeline_figure", "pipe_utilisation_figure",
            "latency_sweep_figure", "update_latency_sweep", "sync_widget_state", "sync_after_move"]
@@ -245,7 +246,7 @@ def timeline_figure(timeline: Timeline, *, max_blocks: int | None = None, max_co
     # everything in the constructor: Voila does not show layout changes made before display
     layout["meta"] = dict(kind="timeline", max_blocks=max_blocks, max_cores=int(max_cores),
                           custom_title=title)
-    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+    return (ExplorerFigureWidget if widget else go.Figure)(data=traces, layout=layout)
 
 
 def update_timeline_figure(fig, timeline: Timeline, *, title: str | None = None):
@@ -334,7 +335,7 @@ def pipe_utilisation_figure(timelines, *, widget: bool = False, title: str | Non
         yaxis=dict(title=dict(text="utilisation (%)"), rangemode="tozero", automargin=True),
         xaxis=dict(title=dict(text="pipe"), type="category"),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
-    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+    return (ExplorerFigureWidget if widget else go.Figure)(data=traces, layout=layout)
 
 
 # ---------------------------------------------------------------------------- sweeps
@@ -389,7 +390,7 @@ def latency_sweep_figure(df, x: str, y: str = "latency_us", highlight=None, refe
         yaxis=dict(title=dict(text=y_label), rangemode="tozero", automargin=True),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
         meta=dict(kind="latency_sweep", x=x, y=y), uirevision="sweep")
-    return (go.FigureWidget if widget else go.Figure)(data=traces, layout=layout)
+    return (ExplorerFigureWidget if widget else go.Figure)(data=traces, layout=layout)
 
 
 def update_latency_sweep(fig, df, highlight=None):

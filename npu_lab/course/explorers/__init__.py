@@ -1,8 +1,10 @@
 """ipywidgets explorers: what a copy costs (notebook 01) and MoeGatingTopK (notebooks 02 to 07).
 
 Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
-``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` built once with its full layout and
-updated in place inside one ``fig.batch_update()``, ``.status`` is an HTML line, ``.widget`` is
+``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` (an
+:class:`~npu_lab.course.figure_widget.ExplorerFigureWidget`, which does not merge the browser's
+reports back: see its module) built once with its full layout and updated in place inside one
+``fig.batch_update()``, ``.status`` is an HTML line, ``.widget`` is
 the box to display (the explorer displays itself too), and ``update()`` recomputes from the
 current control values. Setting a control's ``.value`` from code drives it exactly as a slider
 move does; ``set(**values)`` changes several controls and redraws once.

@@ -24,6 +24,7 @@ from ...sched.lpt import (MAX_BRUTE_FORCE_ITEMS, contiguous_schedule, lpt_bound,
                           round_robin_schedule, split_long_schedule)
 from ...sim.monitor import monitor
 from ._base import _DROPDOWN, _check_bool, _check_choice, _check_float, _check_int, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["BalanceExplorer", "SCHEDULE_COLOURS", "LENGTH_RANGE"]
 
@@ -58,7 +59,7 @@ class BalanceExplorer(_Explorer):
         self.simulate = W.Checkbox(value=simulate, description="run it on the simulator")
         self.status = W.HTML()
         self.table = self.report = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Bar(x=[], y=[], name=s, marker_color=c) for s, c in SCHEDULE_COLOURS.items()],
             layout=dict(height=380, barmode="group", margin=dict(l=10, r=10, t=50, b=40),
                         title="Load per core", xaxis=dict(title="core", type="category"),

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from ...llm.case_study import ARTICLE_SERVICE, CURVE_MAX_BATCH, STORAGE_FORMATS, case_study_point, service_curve
 from ._base import _DROPDOWN, _check_choice, _check_int, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["CaseStudyExplorer", "CONTEXTS"]
 
@@ -53,7 +54,7 @@ class CaseStudyExplorer(_Explorer):
                              text=[f"article {claim}: {tps:,.0f} tok/s @ {p99:g} ms"], textposition="top center",
                              marker=dict(size=12, symbol="x", color="#d62728" if claim == "after" else "#9467bd"))
                   for claim, tps, p99 in ARTICLE_SERVICE]
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Scatter(x=[], y=[], mode="lines", name="fits the HBM", line=dict(color="#1f77b4")),
                   go.Scatter(x=[], y=[], mode="lines", name="does not fit", line=dict(color="#1f77b4", dash="dot")),
                   go.Scatter(x=[], y=[], mode="markers", name="this batch", marker=dict(size=13, color="#2ca02c")),

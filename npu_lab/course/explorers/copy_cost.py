@@ -36,6 +36,7 @@ from ...presets import get_preset
 from ...sim.costs import burst_efficiency, dma_occupancy_cycles, gm_aligned, round_up
 from ...sim.l2 import core_bytes_per_cycle
 from ._base import _check_bool, _check_choice, _check_list, _chip_options, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["CopyCost", "copy_cost", "copy_cost_curve", "CopyCostExplorer", "BURST_CHOICES", "ALIGN_CHOICES"]
 
@@ -137,7 +138,7 @@ class CopyCostExplorer(_Explorer):
                                      description="streaming:")
         self.status = W.HTML()
         self.cost: CopyCost | None = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Scatter(x=BURST_CHOICES, y=[], mode="lines+markers", name="512-B aligned GM"),
                   go.Scatter(x=BURST_CHOICES, y=[], mode="lines+markers", name="32-B aligned GM",
                              line=dict(dash="dash")),

@@ -31,6 +31,7 @@ from ...kernels.decode import decode_attention
 from ...kernels.decode.tiling import decode_tiling
 from ...presets import DATA_DIR, get_preset
 from ._base import _commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["DecodeExplorer", "CONTEXTS", "GROUPS", "BATCHES", "SPLITS", "KV_HEADS", "HEAD_DIM", "decode_grid",
            "write_decode_grid", "GRID_PATH"]
@@ -162,7 +163,7 @@ class DecodeExplorer(_Explorer):
         self.version = W.Dropdown(options=list(_VERSIONS), value=version, description="version", layout=_DROPDOWN)
         self.status = W.HTML()
         self.result = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Bar(x=[], y=[], name="time", marker_color="#1f77b4"),
                   go.Bar(x=[], y=[], name="HBM roofline", marker_color="#bbbbbb")],
             layout=dict(height=340, barmode="group", margin=dict(l=10, r=10, t=50, b=40),

@@ -9,6 +9,7 @@ from plotly.subplots import make_subplots
 from ...kernels.moe_gating import simulate_moe_gating
 from ._base import (minimum_hbm_bytes, _check_choice, _check_int, _chip_options, _error_html,
                     _EXPECTED_ERRORS, _Explorer, _LRU)
+from ..figure_widget import ExplorerFigureWidget
 
 
 class DiscreteChainExplorer(_Explorer):
@@ -64,7 +65,7 @@ class DiscreteChainExplorer(_Explorer):
             legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0, traceorder="normal"),
             uirevision="discrete")
         fig.update_yaxes(type="category", autorange="reversed", automargin=True)
-        self.figure = go.FigureWidget(data=fig.data, layout=fig.layout)
+        self.figure = ExplorerFigureWidget(data=fig.data, layout=fig.layout)
         self.update()
         self._watch(self.S, self.E, self.K, self.chip)
         self.widget = W.VBox([W.HBox([self.S, self.E]), W.HBox([self.K, self.chip]), self.status,

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from ..ex06 import exp_break_even_cycles
 from ...kernels.moe_gating import exp_speedup
 from ._base import _check_choice, _check_float, _check_hw, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 #: vector lengths (floats) the slider offers
 FLOAT_CHOICES = (16, 256, 1024, 4096, 8192)
@@ -42,7 +43,7 @@ class FastExpExplorer(_Explorer):
         self.exp_cost = W.FloatSlider(value=preset if exp_cost is None else float(exp_cost), min=EXP_COST_RANGE[0],
                                       max=EXP_COST_RANGE[1], step=0.5, description="Exp cyc/rep")
         self.status = W.HTML()
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Scatter(x=EXP_COSTS, y=[], mode="lines", name="polynomial speed-up"),
                   go.Scatter(x=[], y=[], mode="markers", marker=dict(size=12, color="#d62728"),
                              name="your choice")],

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from ...kernels.gemm import GEMM_VERSIONS, gemm, gemm_roofline, gemm_tiling
 from ...lang import AscendCRuleError
 from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["GemmExplorer", "SIZES", "BASES"]
 
@@ -50,7 +51,7 @@ class GemmExplorer(_Explorer):
         self.k_split = W.IntSlider(value=0, min=0, max=8, description="kSplit (v4)")
         self.status = W.HTML()
         self.result = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Scatter(x=[], y=[], mode="lines", name="roof", line=dict(color="grey")),
                   go.Scatter(x=[], y=[], mode="markers", name="this run", marker=dict(size=14, color="#d62728"))],
             layout=dict(height=380, margin=dict(l=10, r=10, t=50, b=40), title="GEMM roofline",

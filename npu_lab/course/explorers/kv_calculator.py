@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from ...llm import MODEL_CONFIGS, kv_memory_table
 from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["KvCalculatorExplorer", "KV_CONTEXTS", "KV_BATCHES", "KV_DTYPES", "WEIGHTS_DTYPES"]
 
@@ -54,7 +55,7 @@ class KvCalculatorExplorer(_Explorer):
         self.weights_dtype = W.Dropdown(options=list(WEIGHTS_DTYPES), value=weights_dtype, description="weights")
         self.status = W.HTML()
         self.table = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Bar(x=[], y=[], name="KV cache", marker_color="#1f77b4"),
                   go.Bar(x=[], y=[], name="weights", marker_color="#bbbbbb")],
             layout=dict(height=320, margin=dict(l=10, r=10, t=50, b=40), title="KV cache against the weights",

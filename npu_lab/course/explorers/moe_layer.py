@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 from ...kernels.moe_layer import ROUTER_PRESETS, STAGES, moe_layer_timing
 from ...presets import DATA_DIR
 from ._base import _commit_grid_csv, _DROPDOWN, _check_choice, _Explorer
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["MoeLayerExplorer", "TOKEN_STEPS", "layer_stages", "moe_layer_grid", "write_moe_layer_grid"]
 
@@ -135,7 +136,7 @@ class MoeLayerExplorer(_Explorer):
                                  description="gating")
         self.status = W.HTML()
         self.stages = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Bar(x=list(STAGES), y=[0] * len(STAGES), marker=dict(color=["#1f77b4"] * len(STAGES)))],
             layout=dict(height=340, margin=dict(l=10, r=10, t=50, b=60), title="MoE layer: time per stage",
                         yaxis=dict(title="µs", type="log"), xaxis=dict(title="stage")))

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from ...kernels.moe_gating import moe_dispatch
 from ...kernels.moe_layer import ROUTER_PRESETS, route_preset
 from ._base import _DROPDOWN, _check_choice, _Explorer
+from ..figure_widget import ExplorerFigureWidget
 
 __all__ = ["RoutingExplorer", "routing_summary"]
 
@@ -50,11 +51,11 @@ class RoutingExplorer(_Explorer):
         self.capacity = W.SelectionSlider(options=list(CAPACITY_FACTORS), value=capacity, description="capacity f.")
         self.status = W.HTML()
         self.summary = None
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=[go.Heatmap(z=[[0]], colorscale="Blues", colorbar=dict(title="weight"))],
             layout=dict(height=320, margin=dict(l=10, r=10, t=40, b=40), title="chosen experts",
                         xaxis=dict(title="expert"), yaxis=dict(title="token", autorange="reversed")))
-        self.load_figure = go.FigureWidget(
+        self.load_figure = ExplorerFigureWidget(
             data=[go.Bar(x=[], y=[], name="chose it"), go.Bar(x=[], y=[], name="kept"),
                   go.Scatter(x=[], y=[], mode="lines", name="capacity", line=dict(color="#d62728", dash="dash"))],
             layout=dict(height=280, margin=dict(l=10, r=10, t=40, b=40), title="load per expert", barmode="overlay",

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from ...kernels.sparse_kv import SCORES, error_vs_memory, importance, n_keep_of, select_tokens, synthetic_kv
 from ...kernels.sparse_kv.synthetic import SyntheticKV
 from ._base import _check_choice, _check_float, _Explorer, _LRU
+from ..figure_widget import ExplorerFigureWidget
 
 #: keep ratios the curves are drawn at (the slider moves along them)
 CURVE_RATIOS = tuple(round(x, 2) for x in np.arange(0.05, 1.0001, 0.05))
@@ -51,7 +52,7 @@ class SparseKvExplorer(_Explorer):
                                  name="your choice", xaxis="x", yaxis="y"))
         traces.append(go.Heatmap(z=[[0] * S], x=list(range(S)), y=["head 0"], showscale=False,
                                  colorscale=[[0, "#eeeeee"], [1, "#1f77b4"]], zmin=0, zmax=1, xaxis="x2", yaxis="y2"))
-        self.figure = go.FigureWidget(
+        self.figure = ExplorerFigureWidget(
             data=traces,
             layout=dict(height=440, margin=dict(l=60, r=10, t=40, b=40), title="Sparse KV: error against memory",
                         xaxis=dict(title="memory kept (%)", domain=[0, 1], anchor="y"),

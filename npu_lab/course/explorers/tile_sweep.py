@@ -7,7 +7,6 @@ import html
 import ipywidgets as W
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from ...data import ARTICLE_SWEEP_SHAPE, load_article_tile_sweep
 from ...hardware import HardwareSpec
@@ -17,6 +16,7 @@ from ...kernels.moe_gating.sweep import SWEEP_COLUMNS, candidate_tile_sizes
 from ..viz import latency_sweep_figure
 from ._base import (TILE_S_VERSIONS, _check_choice, _check_int, _chip_options, _DROPDOWN,
                     _error_html, _EXPECTED_ERRORS, _Explorer, _LRU, _SHORT_VERSION)
+from ..figure_widget import ExplorerFigureWidget
 
 
 def _table_html(rows: list[dict], current: int, with_article: bool) -> str:
@@ -116,7 +116,7 @@ class TileSweepExplorer(_Explorer):
             xaxis=dict(title=dict(text="tileS (points per tile, log scale)"), tickvals=ticks,
                        ticktext=[str(t) for t in ticks], range=[np.log10(0.8), np.log10(80)]),
             yaxis=dict(title=dict(text="latency (\u00b5s)")))
-        self.figure = go.FigureWidget(data=fig.data, layout=fig.layout)
+        self.figure = ExplorerFigureWidget(data=fig.data, layout=fig.layout)
         self.update()
         self._watch(self.tile_s, self.B, self.S, self.E, self.K, self.chip, self.version)
         controls = W.VBox([W.HBox([self.tile_s, self.chip, self.version]),

@@ -13,6 +13,7 @@ from ...kernels.moe_gating import (MoeGatingTiling, article_calculate_tiling, ar
                                   ub_used_bytes)
 from ._base import (ARTICLE_UB_BYTES, _check_choice, _check_int, _chip_options, _error_html,
                     _EXPECTED_ERRORS, _Explorer)
+from ..figure_widget import ExplorerFigureWidget
 
 
 _BUFFER_NAMES = tuple(b.name for b in moe_ub_budget("v3", 1, 1, 1))
@@ -103,7 +104,7 @@ class UbBudgetExplorer(_Explorer):
             annotations=[self._vlabel(192, "chip UB", "#b00020"),
                          self._vlabel(256, "article: 256 KB", "#555555")],
             uirevision="ub")
-        self.figure = go.FigureWidget(data=traces, layout=layout)
+        self.figure = ExplorerFigureWidget(data=traces, layout=layout)
         self.update()
         self._watch(self.B, self.S, self.E, self.K, self.chip, self.version, self.zoom)
         controls = W.VBox([W.HBox([self.chip, self.version, self.zoom]),

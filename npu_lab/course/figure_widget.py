@@ -1,0 +1,54 @@
+"""The FigureWidget the course's explorers draw into: plotly's, without the merge of the
+browser's "trace deltas" into the kernel's figure.
+
+After every update, a plotly ``FigureWidget`` view in the browser sends the kernel a message per
+figure, ``_js2py_traceDeltas``: for each trace, every property plotly.js filled in (its defaults)
+and every property whose value differs from the view's own copy of the figure. plotly.py merges
+it into each trace's defaults (``BaseFigureWidget._handler_js2py_traceDeltas``). In the course
+that merge costs a slider move twice:
+
+* It raises whenever the message carries a data array, with numpy arrays in the trace, which
+  every explorer's bars and lines have: ``_remove_overlapping_props`` tests ``if not array``
+  (plotly.py issue #4160, still in plotly 7.1). A delta carries an array when the view's copy is
+  older than the figure, and the explorers refresh that copy only once the learner stops moving
+  (``viz.sync_after_move``). IPython then formats the traceback in the kernel (it goes to the
+  kernel's log, not to a cell). In notebook 05, measured in JupyterLab, that took 0.3-0.6 s, and
+  the next slider move waited for it: the browser test's worst press was 354-585 ms, and 98-175 ms
+  with this class.
+* Without the error, the merge still costs 5-20 ms of kernel time per figure per move, on the
+  path of the next move.
+
+Nothing in the course reads those defaults, so :class:`ExplorerFigureWidget` drops the deltas and
+keeps the handler's bookkeeping: the trace edit is over, and callbacks waiting in
+``on_edits_completed`` run, as in plotly.py. What changes is that reading a property nobody set
+(``fig.data[0].marker.line.color`` when only ``marker.color`` was given) returns None, where
+plotly.py would return the browser's default once a view had reported it. (plotly 7.1's view sends
+the layout's deltas as ``_js2py_widget_layoutDelta``, a name plotly.py does not observe, so the
+layout's defaults never arrived anyway.)
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from traitlets import observe
+
+__all__ = ["ExplorerFigureWidget"]
+
+
+class ExplorerFigureWidget(go.FigureWidget):
+    """A ``go.FigureWidget`` (same constructor, same updates, ``isinstance`` of it) whose browser
+    views' trace deltas are acknowledged but not merged (see the module's docstring for why)."""
+
+    @observe("_js2py_traceDeltas")
+    def _handler_js2py_traceDeltas(self, change):
+        msg = change["new"]
+        if not msg:
+            return
+        # the edit this message reports on is over: plotly.py's handler does this after merging
+        if msg.get("trace_edit_id") == self._last_trace_edit_id:
+            self._trace_edit_in_process = False
+            if not self._layout_edit_in_process:
+                while self._waiting_edit_callbacks:
+                    self._waiting_edit_callbacks.pop()()
+        # clear it, as plotly.py does, so that an identical next message is a change again
+        self._js2py_traceDeltas = None
