@@ -23,8 +23,8 @@ from ...sched import compare_schedules, sample_lengths
 from ...sched.lpt import (MAX_BRUTE_FORCE_ITEMS, contiguous_schedule, lpt_bound, lpt_schedule, optimal_makespan,
                           round_robin_schedule, split_long_schedule)
 from ...sim.monitor import monitor
-from ._base import _DROPDOWN, _check_bool, _check_choice, _check_float, _check_int, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _DROPDOWN, _check_bool, _check_choice, _check_float, _check_int, _Explorer, _LRU
 
 __all__ = ["BalanceExplorer", "SCHEDULE_COLOURS", "LENGTH_RANGE"]
 

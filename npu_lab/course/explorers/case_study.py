@@ -18,8 +18,8 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from ...llm.case_study import ARTICLE_SERVICE, CURVE_MAX_BATCH, STORAGE_FORMATS, case_study_point, service_curve
-from ._base import _DROPDOWN, _check_choice, _check_int, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _DROPDOWN, _check_choice, _check_int, _Explorer, _LRU
 
 __all__ = ["CaseStudyExplorer", "CONTEXTS"]
 

@@ -35,8 +35,8 @@ from ...hardware import HardwareSpec
 from ...presets import get_preset
 from ...sim.costs import burst_efficiency, dma_occupancy_cycles, gm_aligned, round_up
 from ...sim.l2 import core_bytes_per_cycle
-from ._base import _check_bool, _check_choice, _check_list, _chip_options, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _check_bool, _check_choice, _check_list, _chip_options, _Explorer, _LRU
 
 __all__ = ["CopyCost", "copy_cost", "copy_cost_curve", "CopyCostExplorer", "BURST_CHOICES", "ALIGN_CHOICES"]
 

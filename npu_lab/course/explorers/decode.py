@@ -30,8 +30,8 @@ import plotly.graph_objects as go
 from ...kernels.decode import decode_attention
 from ...kernels.decode.tiling import decode_tiling
 from ...presets import DATA_DIR, get_preset
-from ._base import _commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
 
 __all__ = ["DecodeExplorer", "CONTEXTS", "GROUPS", "BATCHES", "SPLITS", "KV_HEADS", "HEAD_DIM", "decode_grid",
            "write_decode_grid", "GRID_PATH"]

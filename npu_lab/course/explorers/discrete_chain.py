@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...kernels.moe_gating import simulate_moe_gating
+from ..figure_widget import ExplorerFigureWidget
 from ._base import (minimum_hbm_bytes, _check_choice, _check_int, _chip_options, _error_html,
                     _EXPECTED_ERRORS, _Explorer, _LRU)
-from ..figure_widget import ExplorerFigureWidget
 
 
 class DiscreteChainExplorer(_Explorer):

@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 
 from ..ex06 import exp_break_even_cycles
 from ...kernels.moe_gating import exp_speedup
-from ._base import _check_choice, _check_float, _check_hw, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _check_choice, _check_float, _check_hw, _Explorer, _LRU
 
 #: vector lengths (floats) the slider offers
 FLOAT_CHOICES = (16, 256, 1024, 4096, 8192)

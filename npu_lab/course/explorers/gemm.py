@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from ...kernels.gemm import GEMM_VERSIONS, gemm, gemm_roofline, gemm_tiling
 from ...lang import AscendCRuleError
-from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
 
 __all__ = ["GemmExplorer", "SIZES", "BASES"]
 

@@ -16,8 +16,8 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from ...llm import MODEL_CONFIGS, kv_memory_table
-from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer
 
 __all__ = ["KvCalculatorExplorer", "KV_CONTEXTS", "KV_BATCHES", "KV_DTYPES", "WEIGHTS_DTYPES"]
 

@@ -22,8 +22,8 @@ import plotly.graph_objects as go
 
 from ...kernels.moe_layer import ROUTER_PRESETS, STAGES, moe_layer_timing
 from ...presets import DATA_DIR
-from ._base import _commit_grid_csv, _DROPDOWN, _check_choice, _Explorer
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _commit_grid_csv, _DROPDOWN, _check_choice, _Explorer
 
 __all__ = ["MoeLayerExplorer", "TOKEN_STEPS", "layer_stages", "moe_layer_grid", "write_moe_layer_grid"]
 

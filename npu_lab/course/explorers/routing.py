@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 
 from ...kernels.moe_gating import moe_dispatch
 from ...kernels.moe_layer import ROUTER_PRESETS, route_preset
-from ._base import _DROPDOWN, _check_choice, _Explorer
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _DROPDOWN, _check_choice, _Explorer
 
 __all__ = ["RoutingExplorer", "routing_summary"]
 

@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from ...kernels.sparse_kv import SCORES, error_vs_memory, importance, n_keep_of, select_tokens, synthetic_kv
 from ...kernels.sparse_kv.synthetic import SyntheticKV
-from ._base import _check_choice, _check_float, _Explorer, _LRU
 from ..figure_widget import ExplorerFigureWidget
+from ._base import _check_choice, _check_float, _Explorer, _LRU
 
 #: keep ratios the curves are drawn at (the slider moves along them)
 CURVE_RATIOS = tuple(round(x, 2) for x in np.arange(0.05, 1.0001, 0.05))

@@ -13,10 +13,10 @@ from ...hardware import HardwareSpec
 from ...kernels.moe_gating import (VERSIONS, simulate_moe_gating, sweep,
                                   ub_used_bytes)
 from ...kernels.moe_gating.sweep import SWEEP_COLUMNS, candidate_tile_sizes
+from ..figure_widget import ExplorerFigureWidget
 from ..viz import latency_sweep_figure
 from ._base import (TILE_S_VERSIONS, _check_choice, _check_int, _chip_options, _DROPDOWN,
                     _error_html, _EXPECTED_ERRORS, _Explorer, _LRU, _SHORT_VERSION)
-from ..figure_widget import ExplorerFigureWidget
 
 
 def _table_html(rows: list[dict], current: int, with_article: bool) -> str:

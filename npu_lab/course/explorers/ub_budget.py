@@ -11,9 +11,9 @@ from ...hardware import HardwareSpec
 from ...kernels.moe_gating import (MoeGatingTiling, article_calculate_tiling, article_ub_estimate_bytes,
                                   calculate_moe_gating_tiling, moe_ub_budget,
                                   ub_used_bytes)
+from ..figure_widget import ExplorerFigureWidget
 from ._base import (ARTICLE_UB_BYTES, _check_choice, _check_int, _chip_options, _error_html,
                     _EXPECTED_ERRORS, _Explorer)
-from ..figure_widget import ExplorerFigureWidget
 
 
 _BUFFER_NAMES = tuple(b.name for b in moe_ub_budget("v3", 1, 1, 1))
