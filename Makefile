@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 
 # `make lab`: JupyterLab on notebooks/, whoever runs it. As root (containers, cloud boxes, CI
 # images) Jupyter refuses to start without --allow-root, so add it then. The course's own
-# JupyterLab settings (the "get notified about official Jupyter news?" pop-up switched off) live
+# JupyterLab settings (the "get notified about official Jupyter news?" pop-up switched off, the
+# kernel's execution indicator in the status bar: in the toolbar it slowed every slider move) live
 # in .jupyter/lab/settings/overrides.json, not in the user's settings. The token is made here so
 # the URL printed before the server starts is the one to open (port_retries=0: that port or fail).
 LAB_IP    ?= 127.0.0.1

@@ -91,6 +91,23 @@ def test_every_explorer_draws_into_explorer_figure_widgets(name, make):
     assert figures, f"{name}: no plotly figure in its widget"
     assert all(isinstance(f, ExplorerFigureWidget) for f in figures), \
         f"{name}: {[type(f).__name__ for f in figures]} (make them with ExplorerFigureWidget)"
+    # and every axis of them skips plotly.js's per-label overflow measurement (a redraw's cost)
+    for f in figures:
+        for axis in (*f.select_xaxes(), *f.select_yaxes()):
+            assert axis.ticklabeloverflow == "allow", f"{name}: {axis.plotly_name}.ticklabeloverflow"
+
+
+def test_axes_let_tick_labels_overflow_unless_the_figure_says_otherwise():
+    """plotly.js's default ('hide past div') measures every tick label's box on every redraw (a
+    forced layout each): 37 ms of notebook 09's 85 ms redraw, profiled in Chromium. A figure that
+    sets its own value keeps it; the synced copy a later view starts from holds the setting."""
+    from plotly.subplots import make_subplots
+
+    fig = ExplorerFigureWidget(make_subplots(rows=2, cols=1))
+    assert [a.ticklabeloverflow for a in (*fig.select_xaxes(), *fig.select_yaxes())] == ["allow"] * 4
+    assert fig._widget_layout["yaxis2"]["ticklabeloverflow"] == "allow"
+    own = ExplorerFigureWidget(layout=dict(xaxis=dict(ticklabeloverflow="hide past domain")))
+    assert own.layout.xaxis.ticklabeloverflow == "hide past domain" and own.layout.yaxis.ticklabeloverflow == "allow"
 
 
 def test_a_slider_move_after_a_browser_report_still_redraws():

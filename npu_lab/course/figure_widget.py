@@ -25,9 +25,18 @@ keeps the handler's bookkeeping: the trace edit is over, and callbacks waiting i
 plotly.py would return the browser's default once a view had reported it. (plotly 7.1's view sends
 the layout's deltas as ``_js2py_widget_layoutDelta``, a name plotly.py does not observe, so the
 layout's defaults never arrived anyway.)
+
+It also sets ``ticklabeloverflow="allow"`` on every axis the figure is built with (unless the
+figure sets its own). plotly.js's default for numeric axes, ``"hide past div"``, measures every
+tick label's box on every redraw to hide the ones past the figure's edge, a forced layout of the
+page each time: in notebook 09, profiled in JupyterLab under Chromium, 37 ms of an 85 ms redraw.
+The explorers' labels sit inside their margins, so nothing is hidden either way. Axes added after
+the figure is built keep plotly's default.
 """
 
 from __future__ import annotations
+
+import copy
 
 import plotly.graph_objects as go
 from traitlets import observe
@@ -38,6 +47,14 @@ __all__ = ["ExplorerFigureWidget"]
 class ExplorerFigureWidget(go.FigureWidget):
     """A ``go.FigureWidget`` (same constructor, same updates, ``isinstance`` of it) whose browser
     views' trace deltas are acknowledged but not merged (see the module's docstring for why)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for axis in (*self.select_xaxes(), *self.select_yaxes()):
+            if axis.ticklabeloverflow is None:
+                axis.ticklabeloverflow = "allow"
+        # the views built later start from this copy: it must hold the axes' setting too
+        self._widget_layout = copy.deepcopy(self._layout_obj._props)
 
     @observe("_js2py_traceDeltas")
     def _handler_js2py_traceDeltas(self, change):

@@ -118,6 +118,9 @@ SERVER_START_TIMEOUT = 60.0
 RUN_ALL_TIMEOUT = 120.0
 UI_TIMEOUT = 30.0
 PLOT_CHANGE_TIMEOUT = 15.0
+#: the course's JupyterLab settings (``make lab`` passes the same folder): the tests measure the
+#: Lab a learner gets, e.g. the kernel's execution indicator in the status bar, not the toolbar
+COURSE_LAB_SETTINGS = Path(__file__).resolve().parents[2] / ".jupyter" / "lab" / "settings"
 
 
 # --------------------------------------------------------------------------- browser
@@ -394,8 +397,9 @@ def jupyter_lab_server(root_dir: str | os.PathLike, *, timeout: float = SERVER_S
     """Context manager: JupyterLab serving ``root_dir`` on 127.0.0.1, ready on ``/api/status``.
 
     Uses the interpreter running the tests (the venv), a random token, a free port,
-    ``--LabApp.expose_app_in_browser`` (gives ``window.jupyterapp`` to drive commands)
-    and ``allow_root`` (CI runs as root).
+    ``--LabApp.expose_app_in_browser`` (gives ``window.jupyterapp`` to drive commands),
+    ``allow_root`` (CI runs as root) and the course's Lab settings
+    (:data:`COURSE_LAB_SETTINGS`, as ``make lab``).
     """
     root = Path(root_dir).resolve()
 
@@ -410,6 +414,7 @@ def jupyter_lab_server(root_dir: str | os.PathLike, *, timeout: float = SERVER_S
             f"--ServerApp.root_dir={root}",
             "--ServerApp.allow_root=True",
             "--LabApp.expose_app_in_browser=True",
+            f"--LabApp.app_settings_dir={COURSE_LAB_SETTINGS}",
             *extra_args,
         ]
 

@@ -3,7 +3,8 @@
 Each explorer is a small class: its controls are attributes (``.S``, ``.E``, ``.tile_s``,
 ``.chip`` ...), ``.figure`` is a plotly ``go.FigureWidget`` (an
 :class:`~npu_lab.course.figure_widget.ExplorerFigureWidget`, which does not merge the browser's
-reports back: see its module) built once with its full layout and updated in place inside one
+reports back: see its module) built once with its full layout (its axes let tick labels overflow, which spares plotly.js a
+measurement per label on every redraw) and updated in place inside one
 ``fig.batch_update()``, ``.status`` is an HTML line, ``.widget`` is
 the box to display (the explorer displays itself too), and ``update()`` recomputes from the
 current control values. Setting a control's ``.value`` from code drives it exactly as a slider
@@ -14,7 +15,8 @@ Every number comes from timing-only simulations (:func:`~npu_lab.kernels.moe_gat
 the tileS slider over values already seen costs well under a millisecond of simulation. While the
 kernel is idle, an explorer precomputes the configurations its controls' next steps need, one
 timing-only run per event-loop turn (``_base.warm_when_idle``), so a key press finds its run
-cached; the TuningExplorer reads its sweeps from a committed, checked file. A move from the
+cached; the TuningExplorer, DecodeExplorer and GemmExplorer read their runs from committed, checked
+files (``data/``), because one of their runs can take longer than a press may wait. A move from the
 browser sends only the traces that changed (one ``batch_update``); the full figure state, for
 pages built later (Voila), is copied once the moves pause (``viz.sync_after_move``).
 Configurations the library refuses (K > E, a tile that overflows the Unified Buffer, a row too
