@@ -3,6 +3,7 @@ simulations and the status lines."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from npu_lab.kernels.moe_gating import simulate_moe_gating
@@ -311,3 +312,25 @@ def test_a_committed_grid_is_written_exactly_and_whole(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         _commit_grid_csv(Broken(frame), path)
     assert path.read_bytes() == before
+
+
+def test_a_simulated_grid_reads_back_as_it_was_run(tmp_path):
+    """The decode and GEMM explorers' grids: a row per key with its values, or the library's
+    refusal in ``error``; read back, keys and values have their types again and a refusal is its
+    message."""
+    from npu_lab.course.explorers._base import _commit_grid_csv, _read_grid_csv, _simulate_grid
+
+    def simulate(n, name):
+        if n < 0:
+            raise ValueError(f"n = {n} is refused")
+        return n / 3, n * 2, name.upper()
+
+    columns = ["n", "name", "third", "double", "shout", "error"]
+    frame = _simulate_grid([(1, "a"), (-1, "b"), (7, "c")], simulate, (ValueError,), (np.nan, 0, ""), columns)
+    assert list(frame.columns) == columns and frame["error"].tolist() == ["", "n = -1 is refused", ""]
+    path = _commit_grid_csv(frame, tmp_path / "grid.csv")
+    grid = _read_grid_csv(path, columns, (int, str), (float, int, str))
+    assert grid == {(1, "a"): (1 / 3, 2, "A"), (-1, "b"): "n = -1 is refused", (7, "c"): (7 / 3, 14, "C")}
+    assert _read_grid_csv(tmp_path / "missing.csv", columns, (int, str), (float, int, str)) == {}
+    with pytest.raises(AttributeError):                  # an error outside ``errors`` is not a refusal
+        _simulate_grid([(1, None)], simulate, (ValueError,), (np.nan, 0, ""), columns)

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import ipywidgets as W
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from ...hardware import HardwareSpec, HardwareSpecError
@@ -49,6 +50,38 @@ def _commit_grid_csv(frame, path):
     frame.to_csv(tmp, index=False, float_format="%.17g")
     tmp.replace(path)
     return path
+
+
+def _simulate_grid(keys, simulate, errors, refused, columns, progress=None):
+    """The rows of an explorer's precomputed grid: per key (a tuple), ``(*key, *simulate(*key), "")``,
+    or ``(*key, *refused, message)`` when the library refuses it with one of ``errors``; a frame
+    with ``columns`` (keys, values, ``error``). ``progress(i, n)``: called after each key."""
+    rows = []
+    for i, key in enumerate(keys):
+        try:
+            rows.append((*key, *simulate(*key), ""))
+        except errors as err:
+            rows.append((*key, *refused, str(err)))
+        if progress is not None:
+            progress(i + 1, len(keys))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _read_grid_csv(path, columns, key_types, value_types) -> dict:
+    """A grid written by :func:`_commit_grid_csv`, read back: ``{key: values}``, or the library's
+    refusal (a str) for a row whose last column, ``error``, is not empty; {} when the file is
+    missing. ``columns``: the file's columns, keys first, ``error`` last; ``key_types`` /
+    ``value_types``: a converter per key / value column (``int``, ``float``, ``str``)."""
+    if not path.exists():
+        return {}
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    n = len(key_types)
+    out = {}
+    for row in frame[list(columns)].itertuples(index=False):
+        key = tuple(f(x) for f, x in zip(key_types, row[:n]))
+        err = row[-1]
+        out[key] = str(err) if isinstance(err, str) and err else tuple(f(x) for f, x in zip(value_types, row[n:-1]))
+    return out
 
 
 def minimum_hbm_bytes(B: int, S: int, E: int, K: int, dtype_bytes: int = 4) -> int:

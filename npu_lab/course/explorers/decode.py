@@ -31,7 +31,8 @@ from ...kernels.decode import decode_attention
 from ...kernels.decode.tiling import decode_tiling
 from ...presets import DATA_DIR, get_preset
 from ..figure_widget import ExplorerFigureWidget
-from ._base import _commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
+from ._base import (_commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU,
+                    _read_grid_csv, _simulate_grid)
 
 __all__ = ["DecodeExplorer", "CONTEXTS", "GROUPS", "BATCHES", "SPLITS", "KV_HEADS", "HEAD_DIM", "decode_grid",
            "write_decode_grid", "GRID_PATH"]
@@ -94,16 +95,8 @@ def decode_grid(chip: str = GRID_CHIP, progress=None) -> pd.DataFrame:
                             k = (b, c, g, v, sp)
                         if k not in keys:
                             keys.append(k)
-    rows = []
-    for i, (b, c, g, v, sp) in enumerate(keys):
-        try:
-            t, floor, pieces = _simulate(chip, b, c, g, v, sp)
-            rows.append((b, c, g, v, sp, t, floor, pieces, ""))
-        except _EXPECTED_ERRORS as err:
-            rows.append((b, c, g, v, sp, np.nan, np.nan, 0, str(err)))
-        if progress is not None:
-            progress(i + 1, len(keys))
-    return pd.DataFrame(rows, columns=_GRID_COLUMNS)
+    return _simulate_grid(keys, lambda *key: _simulate(chip, *key), _EXPECTED_ERRORS, (np.nan, np.nan, 0),
+                          _GRID_COLUMNS, progress)
 
 
 def write_decode_grid(path: Path | None = None, progress=None) -> Path:
@@ -119,14 +112,7 @@ def write_decode_grid(path: Path | None = None, progress=None) -> Path:
 @functools.lru_cache(maxsize=1)
 def _load_grid() -> dict:
     """{position key: (time_us, roofline_us, pieces) or the refusal's message} ({} when missing)."""
-    if not GRID_PATH.exists():
-        return {}
-    frame = pd.read_csv(GRID_PATH, keep_default_na=False, na_values=[""])
-    out = {}
-    for b, c, g, v, sp, t, floor, pieces, err in frame[_GRID_COLUMNS].itertuples(index=False):
-        key = (int(b), int(c), int(g), str(v), int(sp))
-        out[key] = str(err) if isinstance(err, str) and err else (float(t), float(floor), int(pieces))
-    return out
+    return _read_grid_csv(GRID_PATH, _GRID_COLUMNS, (int, int, int, str, int), (float, float, int))
 
 
 class _Refused(ValueError):

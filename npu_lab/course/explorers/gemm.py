@@ -31,7 +31,8 @@ from ...kernels.gemm import GEMM_VERSIONS, gemm, gemm_roofline, gemm_tiling
 from ...lang import AscendCRuleError
 from ...presets import DATA_DIR
 from ..figure_widget import ExplorerFigureWidget
-from ._base import _commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU
+from ._base import (_commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU,
+                    _read_grid_csv, _simulate_grid)
 
 __all__ = ["GemmExplorer", "SIZES", "BASES", "gemm_grid", "write_gemm_grid", "GRID_PATH"]
 
@@ -62,15 +63,8 @@ def gemm_grid(chip: str = GRID_CHIP, progress=None) -> pd.DataFrame:
     on ``chip``: time (µs), HBM bytes and bottleneck, or the library's refusal in ``error``.
     Timing-only runs, about 30 s of one core. ``progress(i, n)``: called after each run."""
     keys = [(M, N, K, v) for v in GEMM_VERSIONS for M, N, K in itertools.product(SIZES, SIZES, SIZES)]
-    rows = []
-    for i, (M, N, K, v) in enumerate(keys):
-        try:
-            rows.append((M, N, K, v, *_simulate(chip, M, N, K, GRID_BASE, v), ""))
-        except _ERRORS as err:
-            rows.append((M, N, K, v, np.nan, 0, "", str(err)))
-        if progress is not None:
-            progress(i + 1, len(keys))
-    return pd.DataFrame(rows, columns=_GRID_COLUMNS)
+    return _simulate_grid(keys, lambda M, N, K, v: _simulate(chip, M, N, K, GRID_BASE, v), _ERRORS,
+                          (np.nan, 0, ""), _GRID_COLUMNS, progress)
 
 
 def write_gemm_grid(path: Path | None = None, progress=None) -> Path:
@@ -85,14 +79,7 @@ def write_gemm_grid(path: Path | None = None, progress=None) -> Path:
 @functools.lru_cache(maxsize=1)
 def _load_grid() -> dict:
     """{(M, N, K, version): (time_us, hbm_bytes, bottleneck) or the refusal's message} ({} when missing)."""
-    if not GRID_PATH.exists():
-        return {}
-    frame = pd.read_csv(GRID_PATH, keep_default_na=False, na_values=[""])
-    out = {}
-    for M, N, K, v, t, hbm, verdict, err in frame[_GRID_COLUMNS].itertuples(index=False):
-        key = (int(M), int(N), int(K), str(v))
-        out[key] = str(err) if isinstance(err, str) and err else (float(t), int(hbm), str(verdict))
-    return out
+    return _read_grid_csv(GRID_PATH, _GRID_COLUMNS, (int, int, int, str), (float, int, str))
 
 
 class _Refused(ValueError):
