@@ -122,3 +122,43 @@ def test_a_slider_move_after_a_browser_report_still_redraws():
     explorer.tile_s.value = 32
     assert explorer.error is None
     assert any(len(b) != len(t.x) or not np.array_equal(b, t.x) for b, t in zip(before, fig.data))
+
+
+def _sent_states(fig, monkeypatch):
+    """The states ``fig`` sends to its views: one dict per comm message."""
+    sent = []
+    monkeypatch.setattr(fig, "_send", lambda msg, buffers=None: sent.append(msg["state"]))
+    return sent
+
+
+def test_an_update_is_one_comm_message_carrying_the_edit_ids(monkeypatch):
+    """plotly.py sends a batch update as four messages (two edit ids, the update, its reset to
+    None); here it is one, and what a view needs to draw it is in it."""
+    fig = ExplorerFigureWidget(data=[go.Bar(x=[1, 2], y=[3, 4])], layout=dict(title=dict(text="t")))
+    sent = _sent_states(fig, monkeypatch)
+    for step in (1, 2):
+        with fig.batch_update():
+            fig.data[0].y = np.array([5.0, 6.0]) * step
+            fig.layout.title.text = f"move {step}"
+    assert len(sent) == 2, [sorted(s) for s in sent]
+    for step, state in zip((1, 2), sent):
+        assert {"_py2js_update", "_last_trace_edit_id", "_last_layout_edit_id"} <= set(state)
+        msg = state["_py2js_update"]
+        assert msg is not None and msg["trace_edit_id"] == state["_last_trace_edit_id"] == step
+        assert msg["layout_data"] == {"title.text": f"move {step}"}
+    assert fig._py2js_update["trace_edit_id"] == 2          # kept: a view draws it on change only
+    # plotly's own widget, for comparison: four messages, the last a reset
+    plain = go.FigureWidget(data=[go.Bar(x=[1, 2], y=[3, 4])])
+    sent_plain = _sent_states(plain, monkeypatch)
+    with plain.batch_update():
+        plain.data[0].y = [5, 6]
+    assert len(sent_plain) == 4 and sent_plain[-1] == {"_py2js_update": None}
+
+
+def test_a_reset_outside_an_update_still_clears_the_message():
+    fig = ExplorerFigureWidget(data=[go.Bar(x=[1], y=[2])])
+    with fig.batch_update():
+        fig.data[0].y = [3]
+    assert fig._py2js_update is not None
+    fig._py2js_update = None                     # not plotly's reset inside an update: taken as set
+    assert fig._py2js_update is None
