@@ -36,11 +36,14 @@ class DoubleBufferExplorer(_Explorer):
 
     The hand model's stages: one v1 tile for v1 / v2 / v2_bad_sync (they run the same per-tile
     code), one coalesced tile for v2c (read off its own first block). ``shape`` = (B, S, E, K).
-    ``max_cores``: cores drawn (2 by default: every core runs the same tiles, and a slider move's
-    redraw in the browser costs about as much per bar drawn — 512 bars at tileS = 8 on 4 cores)."""
+    ``max_cores``: cores drawn (1 by default: every core runs the same tiles, so core 0's rows set
+    beside the hand model of one core are the comparison to make; a slider move's redraw in the
+    browser costs about as much per bar drawn: two cores draw 193 bars at tileS = 8 and 513 at
+    tileS = 64, and notebook 05's median press in JupyterLab went from 85-108 ms to 73-79 ms with
+    one core)."""
 
     def __init__(self, chip: str = "ascend-910b2", version: str = "v2", tile_s: int = 8,
-                 shape: tuple = (1, 1024, 64, 2), max_cores: int = 2):
+                 shape: tuple = (1, 1024, 64, 2), max_cores: int = 1):
         options = [(label, v) for label, v, _ in KERNEL_CHOICES]
         _check_choice("version", version, options)
         _check_choice("tile_s", tile_s, [(str(t), t) for t in TILE_S_CHOICES])
