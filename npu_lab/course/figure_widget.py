@@ -49,7 +49,7 @@ import copy
 import plotly.graph_objects as go
 from traitlets import observe
 
-__all__ = ["ExplorerFigureWidget"]
+__all__ = ["ExplorerFigureWidget", "sync_widget_state"]
 
 
 class ExplorerFigureWidget(go.FigureWidget):
@@ -61,8 +61,8 @@ class ExplorerFigureWidget(go.FigureWidget):
         for axis in (*self.select_xaxes(), *self.select_yaxes()):
             if axis.ticklabeloverflow is None:
                 axis.ticklabeloverflow = "allow"
-        # the views built later start from this copy: it must hold the axes' setting too
-        self._widget_layout = copy.deepcopy(self._layout_obj._props)
+        # the views built later start from the synced copy: it must hold the axes' setting too
+        sync_widget_state(self)
 
     def _send_update_msg(self, restyle_data, relayout_data, trace_indexes=None, source_view_id=None):
         # the edit ids and the update in one comm message (see the module's docstring)
@@ -93,3 +93,16 @@ class ExplorerFigureWidget(go.FigureWidget):
                     self._waiting_edit_callbacks.pop()()
         # clear it, as plotly.py does, so that an identical next message is a change again
         self._js2py_traceDeltas = None
+
+
+def sync_widget_state(fig) -> None:
+    """Copy a FigureWidget's current data and layout into its synced widget state.
+
+    A FigureWidget sends each update as a message to the front-end views that exist, but its
+    synced state (``_widget_data`` / ``_widget_layout``) is refreshed only by the figure's own
+    ``_repr_mimebundle_`` — never called when the figure is shown inside a box. A page that builds
+    its widgets from the kernel's state later (Voila, a reloaded JupyterLab tab) would draw the
+    figure as first built. Call this after updating a boxed figure. Existing views do not redraw
+    on it. (Relies on plotly internals; tests/browser checks it under Voila.)"""
+    fig._widget_data = copy.deepcopy(fig._data)
+    fig._widget_layout = copy.deepcopy(fig._layout_obj._props)

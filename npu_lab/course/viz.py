@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 
 from ..sim.core import ALL_PIPES, CUBE_PIPES, PIPE_MEANING, VECTOR_PIPES
 from ..sim.timeline import Timeline
-from .figure_widget import ExplorerFigureWidget
+from .figure_widget import ExplorerFigureWidget, sync_widget_state
 
 __all__ = ["PIPE_COLOURS", "timeline_figure", "update_timeline_figure", "pipe_utilisation_figure",
            "latency_sweep_figure", "update_latency_sweep", "sync_widget_state", "sync_after_move"]
@@ -406,21 +406,6 @@ def update_latency_sweep(fig, df, highlight=None):
         fig.data[0].x, fig.data[0].y = xs, ys
         fig.data[1].x, fig.data[1].y = hx, hy
     return fig
-
-
-def sync_widget_state(fig) -> None:
-    """Copy a FigureWidget's current data and layout into its synced widget state.
-
-    A FigureWidget sends each update as a message to the front-end views that exist, but its
-    synced state (``_widget_data`` / ``_widget_layout``) is refreshed only by the figure's own
-    ``_repr_mimebundle_`` — never called when the figure is shown inside a box. A page that builds
-    its widgets from the kernel's state later (Voila, a reloaded JupyterLab tab) would draw the
-    figure as first built. Call this after updating a boxed figure. Existing views do not redraw
-    on it. (Relies on plotly internals; tests/browser checks it under Voila.)"""
-    import copy
-
-    fig._widget_data = copy.deepcopy(fig._data)
-    fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
 
 
 #: How long the kernel waits after a slider move from the browser before it copies the figures'

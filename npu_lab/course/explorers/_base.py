@@ -84,6 +84,24 @@ def _read_grid_csv(path, columns, key_types, value_types) -> dict:
     return out
 
 
+def _checked_grid(grid: dict, probes, same) -> dict:
+    """``grid`` when every probe (zero-argument callable returning ``(key, live values)``: a live
+    run) agrees with it by ``same(grid value, live values)``, else {}: a cost model changed since
+    the file was written shows live numbers, never stale ones."""
+    for probe in probes:
+        if not grid:
+            break
+        key, live = probe()
+        got = grid.get(key)
+        if not isinstance(got, tuple) or not same(got, live):
+            return {}
+    return grid
+
+
+class _Refused(ValueError):
+    """A position the library refuses, replayed from a precomputed grid (its message is the library's)."""
+
+
 def minimum_hbm_bytes(B: int, S: int, E: int, K: int, dtype_bytes: int = 4) -> int:
     """The least HBM traffic any MoeGatingTopK can move: read the logits once
     (B·S·E·dtype) and write the outputs once (B·S·K indices int32 + weights float32 = 8 B each)."""

@@ -32,7 +32,7 @@ from ...kernels.decode.tiling import decode_tiling
 from ...presets import DATA_DIR, get_preset
 from ..figure_widget import ExplorerFigureWidget
 from ._base import (_commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU,
-                    _read_grid_csv, _simulate_grid)
+                    _checked_grid, _read_grid_csv, _Refused, _simulate_grid)
 
 __all__ = ["DecodeExplorer", "CONTEXTS", "GROUPS", "BATCHES", "SPLITS", "KV_HEADS", "HEAD_DIM", "decode_grid",
            "write_decode_grid", "GRID_PATH"]
@@ -115,10 +115,6 @@ def _load_grid() -> dict:
     return _read_grid_csv(GRID_PATH, _GRID_COLUMNS, (int, int, int, str, int), (float, float, int))
 
 
-class _Refused(ValueError):
-    """A position the library refuses, replayed from the grid (its message is the library's)."""
-
-
 class DecodeExplorer(_Explorer):
     """Controls ``.batch`` (SelectionSlider over :data:`BATCHES`), ``.context`` (SelectionSlider
     over :data:`CONTEXTS`), ``.group`` (Dropdown over :data:`GROUPS`), ``.splits``
@@ -162,16 +158,9 @@ class DecodeExplorer(_Explorer):
     @staticmethod
     def _current_grid(chip: str) -> dict:
         """The committed grid when it is for ``chip`` and its probe positions equal live runs, else {}."""
-        grid = _load_grid() if chip == GRID_CHIP else {}
-        for probe in _PROBES:
-            if not grid:
-                break
-            live = _simulate(chip, *probe)
-            got = grid.get(_position_key(chip, *probe))
-            if not isinstance(got, tuple) or not np.allclose(got[:2], live[:2], rtol=1e-9, atol=0) \
-                    or got[2] != live[2]:
-                return {}
-        return grid
+        probes = [lambda p=p: (_position_key(chip, *p), _simulate(chip, *p)) for p in _PROBES]
+        return _checked_grid(_load_grid() if chip == GRID_CHIP else {}, probes,
+                             lambda got, live: np.allclose(got[:2], live[:2], rtol=1e-9, atol=0) and got[2] == live[2])
 
     def _run(self, batch, context, group, version, splits):
         """(time_us, roofline_us, pieces) of a position key: from the grid, else simulated."""

@@ -32,7 +32,7 @@ from ...lang import AscendCRuleError
 from ...presets import DATA_DIR
 from ..figure_widget import ExplorerFigureWidget
 from ._base import (_commit_grid_csv, _DROPDOWN, _EXPECTED_ERRORS, _check_choice, _error_html, _Explorer, _LRU,
-                    _read_grid_csv, _simulate_grid)
+                    _checked_grid, _read_grid_csv, _Refused, _simulate_grid)
 
 __all__ = ["GemmExplorer", "SIZES", "BASES", "gemm_grid", "write_gemm_grid", "GRID_PATH"]
 
@@ -82,10 +82,6 @@ def _load_grid() -> dict:
     return _read_grid_csv(GRID_PATH, _GRID_COLUMNS, (int, int, int, str), (float, int, str))
 
 
-class _Refused(ValueError):
-    """A position the library refuses, replayed from the grid (its message is the library's)."""
-
-
 class GemmExplorer(_Explorer):
     """Controls ``.M``, ``.N``, ``.K`` (SelectionSliders over :data:`SIZES`), ``.base`` (Dropdown over
     :data:`BASES`), ``.version`` (Dropdown v1..v4) and ``.k_split`` (IntSlider, 0 = the tiling's
@@ -133,13 +129,8 @@ class GemmExplorer(_Explorer):
     @staticmethod
     def _current_grid(chip: str) -> dict:
         """The committed grid when it is for ``chip`` and its probe positions equal live runs, else {}."""
-        grid = _load_grid() if chip == GRID_CHIP else {}
-        for M, N, K, v in _PROBES:
-            if not grid:
-                break
-            if grid.get((M, N, K, v)) != _simulate(chip, M, N, K, GRID_BASE, v):
-                return {}
-        return grid
+        probes = [lambda p=p: (p, _simulate(chip, *p[:3], GRID_BASE, p[3])) for p in _PROBES]
+        return _checked_grid(_load_grid() if chip == GRID_CHIP else {}, probes, lambda got, live: got == live)
 
     def _run(self, M, N, K, base, version, k_split):
         """(time_us, hbm_bytes, bottleneck, tiling): from the grid at its base tile and the tiling's
